@@ -1,0 +1,60 @@
+// Package event defines the JSON events the gateway delivers and encodes
+// Vitess row changes into them.
+//
+// Events are encoded once, when they arrive from vtgate, into their final
+// JSON bytes minus the trailing cursor member: every transport and every
+// client then writes the same bytes, and fan-out costs no re-encoding.
+package event
+
+// Type is the "type" member of an event.
+type Type string
+
+// Event types. "change" carries a row; the others are control events.
+const (
+	TypeChange           Type = "change"
+	TypeReshard          Type = "reshard"
+	TypeResync           Type = "resync"
+	TypeSnapshotComplete Type = "snapshot_complete"
+	TypeDDL              Type = "ddl"
+	TypeHeartbeat        Type = "heartbeat"
+)
+
+// Op is the "op" member of a change event.
+type Op string
+
+// Row operations. OpSnapshot is a row read by the copy phase.
+const (
+	OpInsert   Op = "insert"
+	OpUpdate   Op = "update"
+	OpDelete   Op = "delete"
+	OpSnapshot Op = "snapshot"
+)
+
+// Event is one encoded event.
+//
+// JSON holds the complete object except its closing brace, e.g.
+// `{"type":"change","op":"insert",…,"commit_ts":"…"`; AppendJSON adds the
+// cursor member (known only once the whole transaction has been read) and
+// the brace. Keyspace and Table are kept beside the bytes so that per-token
+// table scopes can be applied without decoding.
+type Event struct {
+	Type     Type
+	Op       Op
+	Keyspace string
+	Shard    string
+	Table    string
+	JSON     []byte
+}
+
+// AppendJSON appends the finished JSON object to dst, with a "cursor"
+// member when cursor is not empty. cursor must be URL-safe (no escaping is
+// done); cursor tokens always are.
+func (e *Event) AppendJSON(dst []byte, cursor string) []byte {
+	dst = append(dst, e.JSON...)
+	if cursor != "" {
+		dst = append(dst, `,"cursor":"`...)
+		dst = append(dst, cursor...)
+		dst = append(dst, '"')
+	}
+	return append(dst, '}')
+}

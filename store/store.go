@@ -1,0 +1,112 @@
+// Package store holds the gateway's durable state: stream definitions,
+// subscriber cursors, reshard journals, spools, webhooks and leases.
+//
+// The interface is deliberately small and value-agnostic (bytes in, bytes
+// out) so that the two implementations — Redis for replicated deployments and
+// an embedded bbolt file for a single process — can be proven identical by one
+// shared test suite (store/storetest). Typed repositories live with the code
+// that owns the data.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap or return these unchanged so callers
+// can use errors.Is.
+var (
+	// ErrNotFound is returned when a record, log or lease does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrLeaseHeld is returned by AcquireLease while another holder owns an
+	// unexpired lease.
+	ErrLeaseHeld = errors.New("store: lease held by another holder")
+	// ErrLeaseLost is returned by RenewLease and ReleaseLease when the caller
+	// no longer holds the lease (it expired and was taken over, or the token is
+	// stale).
+	ErrLeaseLost = errors.New("store: lease lost")
+	// ErrFenced is returned by PutFenced when the fencing token is not the
+	// current token of the named lease: a paused or partitioned former holder
+	// must never overwrite what the new holder wrote.
+	ErrFenced = errors.New("store: write fenced by a newer lease holder")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Record is one key/value pair of a namespace.
+type Record struct {
+	Key   string
+	Value []byte
+}
+
+// Entry is one element of an append-only log. Seq starts at 1 and grows by
+// one per appended value; it is never reused, even after TrimLog.
+type Entry struct {
+	Seq   uint64
+	Value []byte
+}
+
+// Lease is a held lease. Token is the fencing token: it grows every time the
+// lease changes hands, so a write carrying an older token can be refused.
+type Lease struct {
+	Name    string
+	Holder  string
+	Token   uint64
+	Expires time.Time
+}
+
+// Store is the durable state shared by all gateway replicas.
+//
+// Namespaces (ns) and log names are short ASCII identifiers chosen by the
+// caller (e.g. "streams", "cursors/orders"); keys are arbitrary strings.
+// All methods are safe for concurrent use.
+type Store interface {
+	// Get returns the value of key in ns, or ErrNotFound.
+	Get(ctx context.Context, ns, key string) ([]byte, error)
+	// Put sets key in ns to val.
+	Put(ctx context.Context, ns, key string, val []byte) error
+	// PutIfAbsent sets key only if it does not exist yet and reports whether
+	// it did. Used for values that must be agreed on by all replicas, such as
+	// the cursor signing key.
+	PutIfAbsent(ctx context.Context, ns, key string, val []byte) (bool, error)
+	// Delete removes key from ns. Deleting a missing key is not an error.
+	Delete(ctx context.Context, ns, key string) error
+	// List returns every record of ns sorted by key.
+	List(ctx context.Context, ns string) ([]Record, error)
+
+	// PutFenced sets key in ns only while lease is held with token; otherwise
+	// it returns ErrFenced and writes nothing. The check and the write are
+	// atomic.
+	PutFenced(ctx context.Context, ns, key string, val []byte, lease string, token uint64) error
+
+	// Append adds values to the end of the named log atomically and returns
+	// the sequence number of the last one.
+	Append(ctx context.Context, log string, vals ...[]byte) (uint64, error)
+	// ReadLog returns up to limit entries with Seq > after, in order. A log
+	// that does not exist reads as empty.
+	ReadLog(ctx context.Context, log string, after uint64, limit int) ([]Entry, error)
+	// TrimLog drops every entry with Seq <= upTo.
+	TrimLog(ctx context.Context, log string, upTo uint64) error
+	// DeleteLog removes the log and all its entries.
+	DeleteLog(ctx context.Context, log string) error
+	// LogLen returns the number of entries currently in the log.
+	LogLen(ctx context.Context, log string) (int, error)
+
+	// AcquireLease takes the named lease for holder for ttl if it is free or
+	// expired (or already held by holder, which then gets a new token). It
+	// returns ErrLeaseHeld while another holder's lease is unexpired.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// RenewLease extends a held lease; ErrLeaseLost if it is no longer held
+	// with that token.
+	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// ReleaseLease gives a held lease up early; ErrLeaseLost if it was lost.
+	ReleaseLease(ctx context.Context, l Lease) error
+	// GetLease returns the current lease (possibly expired) or ErrNotFound.
+	GetLease(ctx context.Context, name string) (Lease, error)
+
+	// Ping reports whether the store is reachable (used by /readyz).
+	Ping(ctx context.Context) error
+	// Close releases resources. The Store must not be used afterwards.
+	Close() error
+}
