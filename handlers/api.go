@@ -1,0 +1,168 @@
+// Package handlers holds the HTTP transports (pull/long-poll, SSE,
+// WebSocket) and the admin API. Every error is a JSON object with a stable
+// machine-readable code:
+//
+//	{"error":{"code":"invalid_cursor","message":"…"}}
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/cursor"
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/store"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Limits bounds what a single request may ask for.
+type Limits struct {
+	MaxBodyBytes  int64         // admin request bodies
+	MaxLimit      int           // events per pull batch
+	DefaultLimit  int           // when limit is absent
+	MaxWait       time.Duration // long-poll cap
+	FirstWait     time.Duration // how long a non-waiting pull waits for a new VStream's first data
+	WSQueue       int           // messages buffered per WebSocket before it is a slow consumer
+	WSReadLimit   int64         // largest client message
+	KeepAlive     time.Duration // SSE comment / WS ping interval
+	CursorHeartbt time.Duration // how often idle SSE/WS clients get a heartbeat with a moved cursor
+}
+
+// DefaultLimits are sane production defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBodyBytes:  64 << 10,
+		MaxLimit:      10000,
+		DefaultLimit:  1000,
+		MaxWait:       60 * time.Second,
+		FirstWait:     2 * time.Second,
+		WSQueue:       4096,
+		WSReadLimit:   4 << 10,
+		KeepAlive:     15 * time.Second,
+		CursorHeartbt: 5 * time.Second,
+	}
+}
+
+// API serves the public HTTP API.
+type API struct {
+	Streams *streams.Registry
+	Hub     *hub.Hub
+	Cursors *hub.Cursors
+	Store   store.Store
+	Log     *slog.Logger
+	Limits  Limits
+	// Ready reports whether vtgate and the store are reachable.
+	Ready func(ctx context.Context) error
+}
+
+// Error is an API error.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func apiErr(status int, code, msg string) *Error {
+	return &Error{Status: status, Code: code, Message: msg}
+}
+
+// WriteError writes err as the JSON error body. Errors that are not *Error
+// become a 500 whose detail is logged, not sent.
+func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		if log != nil {
+			log.Error("internal error", "err", err)
+		}
+		e = apiErr(http.StatusInternalServerError, "internal", "internal error")
+	}
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"encoding failed"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// stream looks up the stream named in the URL.
+func (a *API) stream(ctx context.Context, name string) (*streams.Definition, error) {
+	d, err := a.Streams.Get(ctx, name)
+	if errors.Is(err, streams.ErrNotFound) {
+		return nil, apiErr(http.StatusNotFound, "stream_not_found", "no stream named "+quote(name))
+	}
+	return d, err
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// position is where a reader starts.
+type position struct {
+	vgtid *binlogdatapb.VGtid // nil: the stream's start
+	token string              // the token it came from, if any
+}
+
+// resolve picks the start position: an explicit cursor token wins, then
+// the named subscriber's stored cursor, then the stream's start.
+func (a *API) resolve(ctx context.Context, def *streams.Definition, token, subscriber string) (position, error) {
+	if token != "" {
+		v, err := a.Hub.Codec().Decode(ctx, def.Name, token)
+		if err != nil {
+			var ce *cursor.Error
+			msg := err.Error()
+			if errors.As(err, &ce) {
+				msg = ce.Error()
+			}
+			return position{}, apiErr(http.StatusBadRequest, "invalid_cursor", msg)
+		}
+		return position{vgtid: v, token: token}, nil
+	}
+	if subscriber != "" {
+		st, err := a.Cursors.Get(ctx, def.Name, subscriber)
+		switch {
+		case err == nil:
+			tok, err := a.Hub.Codec().Encode(ctx, def.Name, st.VGtid)
+			if err != nil {
+				return position{}, err
+			}
+			return position{vgtid: st.VGtid, token: tok}, nil
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			return position{}, err
+		}
+	}
+	return position{}, nil
+}
+
+// subscriberParam validates the optional subscriber query parameter.
+func subscriberParam(r *http.Request) (string, error) {
+	s := r.URL.Query().Get("subscriber")
+	if s != "" && !streams.ValidName(s) {
+		return "", apiErr(http.StatusBadRequest, "invalid_subscriber", "subscriber must be 1-64 characters of letters, digits, '_', '.', '-'")
+	}
+	return s, nil
+}
+
+// streamError maps a subscription failure to an API error.
+func streamError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
+}

@@ -1,0 +1,192 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+)
+
+// batch is what one pull request returns.
+type batch struct {
+	buf      []byte // events, each finished JSON, comma-separated
+	ndjson   []byte
+	count    int
+	cursor   string
+	upToDate bool
+}
+
+// Changes serves GET /v1/streams/{stream}/changes: one batch of whole
+// transactions after cursor, long-polling up to wait when nothing is new.
+func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), a.Limits.DefaultLimit, 1, a.Limits.MaxLimit, "limit")
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	wait, err := durationParam(q.Get("wait"), a.Limits.MaxWait)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	sub, err := subscriberParam(r)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	pos, err := a.resolve(ctx, def, q.Get("cursor"), sub)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
+	b, err := a.collect(ctx, s, limit, wait, ndjson)
+	if err != nil {
+		s.Close()
+		WriteError(w, a.Log, streamError(err))
+		return
+	}
+	a.Hub.Park(s)
+
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Vsg-Next-Cursor", b.cursor)
+	h.Set("Vsg-Up-To-Date", strconv.FormatBool(b.upToDate))
+	if ndjson {
+		h.Set("Content-Type", "application/x-ndjson")
+		w.Write(b.ndjson)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	out := make([]byte, 0, len(b.buf)+len(b.cursor)+64)
+	out = append(out, `{"events":[`...)
+	out = append(out, b.buf...)
+	out = append(out, `],"next_cursor":"`...)
+	out = append(out, b.cursor...)
+	out = append(out, `","up_to_date":`...)
+	out = strconv.AppendBool(out, b.upToDate)
+	out = append(out, "}\n"...)
+	w.Write(out)
+}
+
+// collect reads whole transactions until limit events, or until the
+// subscription has nothing more ready. With wait > 0 it long-polls for the
+// first transaction that carries events; otherwise it waits only as long as
+// a freshly opened VStream needs to produce its first data.
+func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait time.Duration, ndjson bool) (*batch, error) {
+	b := &batch{}
+	first := a.Limits.FirstWait
+	if wait > first {
+		first = wait
+	}
+	deadline := time.Now().Add(first)
+	add := func(d *hub.Delivery) {
+		b.cursor = d.Cursor
+		for i := range d.Events {
+			e := &d.Events[i]
+			if ndjson {
+				b.ndjson = e.AppendJSON(b.ndjson, d.Cursor)
+				b.ndjson = append(b.ndjson, '\n')
+			} else {
+				if b.count > 0 {
+					b.buf = append(b.buf, ',')
+				}
+				b.buf = e.AppendJSON(b.buf, d.Cursor)
+			}
+			b.count++
+		}
+	}
+	// Block for the first delivery with events (or, without wait, for any
+	// delivery: a position update is news to a client at "now").
+	for wait > 0 || s.Fresh() {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		d, err := s.Next(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				// Timed out: nothing new.
+				b.upToDate = true
+				break
+			}
+			return nil, err
+		}
+		add(d)
+		if b.count > 0 || wait == 0 {
+			break
+		}
+	}
+	for b.count < limit {
+		d, ok, err := s.TryNext(ctx)
+		if err != nil {
+			if b.count == 0 {
+				return nil, err
+			}
+			break // deliver what we have; the error recurs on the next request
+		}
+		if !ok {
+			b.upToDate = true
+			break
+		}
+		add(d)
+	}
+	if b.cursor == "" {
+		tok, err := s.Cursor(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.cursor = tok
+	}
+	return b, nil
+}
+
+func intParam(s string, def, min, max int, name string) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min {
+		return 0, apiErr(http.StatusBadRequest, "invalid_"+name, name+" must be an integer >= "+strconv.Itoa(min))
+	}
+	if n > max {
+		n = max
+	}
+	return n, nil
+}
+
+// durationParam accepts "10s", "1500ms" or plain seconds ("10"), capped.
+func durationParam(s string, max time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, err2 := strconv.ParseFloat(s, 64)
+		if err2 != nil || secs != secs {
+			return 0, apiErr(http.StatusBadRequest, "invalid_wait", "wait must be a duration like 10s or a number of seconds")
+		}
+		if secs > max.Seconds() {
+			secs = max.Seconds()
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, apiErr(http.StatusBadRequest, "invalid_wait", "wait must not be negative")
+	}
+	if d > max {
+		d = max
+	}
+	return d, nil
+}

@@ -1,0 +1,126 @@
+package handlers
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+)
+
+// SSE serves GET /v1/streams/{stream}/sse.
+//
+// Each event is `id: <cursor>` (on the last event of a transaction only, so
+// a browser that reconnects mid-transaction resumes before it and never
+// skips part of one), `event: <type>`, `data: <json>`. The browser's
+// Last-Event-ID header resumes; for a named subscriber it is also the ack of
+// everything before it.
+func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	sub, err := subscriberParam(r)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	token := r.Header.Get("Last-Event-ID")
+	if token == "" {
+		token = r.URL.Query().Get("cursor")
+	}
+	if sub != "" && token != "" {
+		// Everything before Last-Event-ID reached the client.
+		if token, err = a.ack(r, def.Name, sub, token); err != nil {
+			WriteError(w, a.Log, err)
+			return
+		}
+	}
+	pos, err := a.resolve(ctx, def, token, sub)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	out := &sseSink{w: bw, flush: func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}}
+	// Tell the client to retry quickly, and give it the starting cursor.
+	bw.WriteString("retry: 1000\n\n")
+	out.flush()
+
+	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
+	defer s.Close()
+	err = pump(ctx, s, out, a.Limits.CursorHeartbt)
+	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		a.Log.Warn("sse stream ended", "stream", def.Name, "err", err)
+		c, _ := s.Cursor(ctx)
+		out.error(streamError(err), c)
+	}
+}
+
+type sseSink struct {
+	w     *bufio.Writer
+	flush func() error
+	buf   []byte
+}
+
+func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
+	for i := range d.Events {
+		e := &d.Events[i]
+		if i == len(d.Events)-1 {
+			s.w.WriteString("id: ")
+			s.w.WriteString(d.Cursor)
+			s.w.WriteByte('\n')
+		}
+		s.w.WriteString("event: ")
+		s.w.WriteString(string(e.Type))
+		s.w.WriteString("\ndata: ")
+		s.buf = e.AppendJSON(s.buf[:0], d.Cursor)
+		s.w.Write(s.buf)
+		s.w.WriteString("\n\n")
+	}
+	if more && s.w.Buffered() < 16<<10 {
+		return nil
+	}
+	return s.flush()
+}
+
+func (s *sseSink) heartbeat(cursor string) error {
+	s.w.WriteString("id: ")
+	s.w.WriteString(cursor)
+	s.w.WriteString("\nevent: heartbeat\ndata: {\"type\":\"heartbeat\",\"cursor\":\"")
+	s.w.WriteString(cursor)
+	s.w.WriteString("\"}\n\n")
+	return s.flush()
+}
+
+// error reports a failure that ends the stream as a final event.
+func (s *sseSink) error(err error, cursor string) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
+	}
+	s.w.WriteString("event: error\ndata: ")
+	b := []byte(`{"type":"error","code":` + quote(e.Code) + `,"message":` + quote(e.Message))
+	if cursor != "" {
+		b = append(b, `,"cursor":"`+cursor+`"`...)
+	}
+	s.w.Write(append(b, '}'))
+	s.w.WriteString("\n\n")
+	s.flush()
+}

@@ -1,0 +1,214 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+)
+
+// WebSocket close codes (application range 4000-4999). Before closing with
+// one of them the server sends a final {"type":"disconnect",…} message with
+// the cursor to resume from, because a close reason is limited to 123 bytes
+// and a cursor may not fit.
+const (
+	// CloseSlowConsumer: the client read too slowly and its send queue
+	// overflowed. Resume from the disconnect message's cursor.
+	CloseSlowConsumer websocket.StatusCode = 4008
+	// CloseUpstream: the stream failed upstream (vtgate); retry later.
+	CloseUpstream websocket.StatusCode = 4011
+	// CloseBadMessage: the client sent something that is not an ack.
+	CloseBadMessage websocket.StatusCode = 4000
+	// CloseShutdown: the gateway is shutting down; reconnect elsewhere.
+	CloseShutdown websocket.StatusCode = 4001
+)
+
+type wsMessage struct {
+	data   []byte
+	cursor string // set on the last message of a transaction
+}
+
+// WS serves GET /v1/streams/{stream}/ws: one JSON message per event; the
+// client acks with {"ack":"<cursor>"} (stored for named subscribers).
+func (a *API) WS(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	sub, err := subscriberParam(r)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	pos, err := a.resolve(ctx, def, r.URL.Query().Get("cursor"), sub)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:       []string{"vsg.v1"},
+		InsecureSkipVerify: true, // origins are checked by the CORS/auth middleware
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return // Accept wrote the HTTP error
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(a.Limits.WSReadLimit)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
+	defer s.Close()
+
+	queue := make(chan wsMessage, a.Limits.WSQueue)
+	var written atomic.Pointer[string] // cursor of the last whole transaction written
+	if pos.token != "" {
+		written.Store(&pos.token)
+	}
+	closeWith := make(chan closeReq, 1)
+
+	// Reader: acks and client close.
+	go func() {
+		defer cancel()
+		for {
+			_, msg, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var m struct {
+				Ack string `json:"ack"`
+			}
+			if json.Unmarshal(msg, &m) != nil || m.Ack == "" {
+				trySend(closeWith, closeReq{CloseBadMessage, "bad_message", `expected {"ack":"<cursor>"}`})
+				return
+			}
+			if sub == "" {
+				continue // anonymous clients keep their own cursor
+			}
+			if _, err := a.ack(r, def.Name, sub, m.Ack); err != nil {
+				var e *Error
+				if errors.As(err, &e) {
+					trySend(closeWith, closeReq{CloseBadMessage, e.Code, e.Message})
+				}
+				return
+			}
+		}
+	}()
+
+	// Producer: subscription -> queue. Overflow means a slow consumer.
+	go func() {
+		defer cancel()
+		err := pump(ctx, s, &wsSink{queue: queue}, a.Limits.CursorHeartbt)
+		switch {
+		case errors.Is(err, errSlowConsumer):
+			trySend(closeWith, closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
+		case err != nil && ctx.Err() == nil:
+			a.Log.Warn("websocket stream ended", "stream", def.Name, "err", err)
+			trySend(closeWith, closeReq{CloseUpstream, "upstream_failed", err.Error()})
+		}
+	}()
+
+	// Writer: this goroutine owns all writes.
+	keepAlive := time.NewTicker(a.Limits.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case m := <-queue:
+			if err := c.Write(ctx, websocket.MessageText, m.data); err != nil {
+				return
+			}
+			if m.cursor != "" {
+				written.Store(&m.cursor)
+			}
+		case req := <-closeWith:
+			a.finalClose(c, req, written.Load())
+			return
+		case <-keepAlive.C:
+			pctx, pcancel := context.WithTimeout(ctx, a.Limits.KeepAlive)
+			err := c.Ping(pctx)
+			pcancel()
+			if err != nil {
+				return
+			}
+		case <-ctx.Done():
+			select {
+			case req := <-closeWith:
+				a.finalClose(c, req, written.Load())
+			default:
+			}
+			return
+		}
+	}
+}
+
+type closeReq struct {
+	code    websocket.StatusCode
+	reason  string
+	message string
+}
+
+func trySend(ch chan closeReq, r closeReq) {
+	select {
+	case ch <- r:
+	default:
+	}
+}
+
+// finalClose sends the disconnect message with the cursor of the last whole
+// transaction written, then the close frame.
+func (a *API) finalClose(c *websocket.Conn, req closeReq, cursor *string) {
+	msg := map[string]any{"type": "disconnect", "code": int(req.code), "reason": req.reason, "message": req.message}
+	if cursor != nil {
+		msg["cursor"] = *cursor
+	}
+	b, _ := json.Marshal(msg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, b)
+	c.Close(req.code, req.reason)
+}
+
+var errSlowConsumer = errors.New("slow consumer")
+
+type wsSink struct {
+	queue chan wsMessage
+}
+
+func (s *wsSink) push(m wsMessage) error {
+	select {
+	case s.queue <- m:
+		return nil
+	default:
+		return errSlowConsumer
+	}
+}
+
+func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
+	for i := range d.Events {
+		m := wsMessage{data: d.Events[i].AppendJSON(nil, d.Cursor)}
+		if i == len(d.Events)-1 {
+			m.cursor = d.Cursor
+		}
+		if err := s.push(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *wsSink) heartbeat(cursor string) error {
+	return s.push(wsMessage{
+		data:   []byte(`{"type":"heartbeat","cursor":"` + cursor + `"}`),
+		cursor: cursor,
+	})
+}

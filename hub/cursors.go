@@ -1,0 +1,133 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"vitess.io/vitess/go/mysql/replication"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/store"
+)
+
+// Cursors stores named subscribers' positions. A position is written only
+// when the subscriber confirms delivery (an ack), never when events are sent.
+type Cursors struct {
+	st store.Store
+}
+
+// NewCursors returns the subscriber cursor repository over st.
+func NewCursors(st store.Store) *Cursors { return &Cursors{st: st} }
+
+// SubscriberState is what is stored per subscriber.
+type SubscriberState struct {
+	Name    string              `json:"name"`
+	VGtid   *binlogdatapb.VGtid `json:"-"`
+	RawPos  []byte              `json:"vgtid"`
+	AckedAt time.Time           `json:"acked_at"`
+}
+
+func cursorNS(stream string) string { return "subscribers/" + stream }
+
+// Get returns the subscriber's stored state, or store.ErrNotFound.
+func (c *Cursors) Get(ctx context.Context, stream, sub string) (*SubscriberState, error) {
+	b, err := c.st.Get(ctx, cursorNS(stream), sub)
+	if err != nil {
+		return nil, err
+	}
+	return decodeState(sub, b)
+}
+
+func decodeState(sub string, b []byte) (*SubscriberState, error) {
+	s := &SubscriberState{}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("subscriber %s: corrupt state: %w", sub, err)
+	}
+	s.Name = sub
+	s.VGtid = &binlogdatapb.VGtid{}
+	if err := proto.Unmarshal(s.RawPos, s.VGtid); err != nil {
+		return nil, fmt.Errorf("subscriber %s: corrupt position: %w", sub, err)
+	}
+	return s, nil
+}
+
+// Ack stores pos as the subscriber's cursor unless the stored one is already
+// ahead of it on every shard (a late or repeated ack must not move a cursor
+// back and cause repeats). It returns the position now stored.
+func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, error) {
+	if old, err := c.Get(ctx, stream, sub); err == nil {
+		if Behind(pos, old.VGtid) {
+			return old.VGtid, nil
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(pos)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(&SubscriberState{RawPos: raw, AckedAt: time.Now().UTC()})
+	if err := c.st.Put(ctx, cursorNS(stream), sub, b); err != nil {
+		return nil, fmt.Errorf("store cursor: %w", err)
+	}
+	return pos, nil
+}
+
+// List returns every subscriber of stream.
+func (c *Cursors) List(ctx context.Context, stream string) ([]*SubscriberState, error) {
+	recs, err := c.st.List(ctx, cursorNS(stream))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*SubscriberState, 0, len(recs))
+	for _, r := range recs {
+		s, err := decodeState(r.Key, r.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Delete forgets a subscriber.
+func (c *Cursors) Delete(ctx context.Context, stream, sub string) error {
+	return c.st.Delete(ctx, cursorNS(stream), sub)
+}
+
+// Behind reports whether a is strictly behind b: both name the same shards,
+// a is at or before b on each, and before on at least one. Positions of
+// different shard sets are not comparable and never "behind". GTID
+// positions are compared with Vitess's replication package, never as text.
+func Behind(a, b *binlogdatapb.VGtid) bool {
+	if len(a.GetShardGtids()) == 0 || len(a.ShardGtids) != len(b.GetShardGtids()) {
+		return false
+	}
+	bm := make(map[string]*binlogdatapb.ShardGtid, len(b.ShardGtids))
+	for _, sg := range b.ShardGtids {
+		bm[sg.Keyspace+"/"+sg.Shard] = sg
+	}
+	strictly := false
+	for _, sa := range a.ShardGtids {
+		sb, ok := bm[sa.Keyspace+"/"+sa.Shard]
+		if !ok || len(sa.TablePKs) > 0 || len(sb.TablePKs) > 0 {
+			return false
+		}
+		pa, err1 := replication.DecodePosition(sa.Gtid)
+		pb, err2 := replication.DecodePosition(sb.Gtid)
+		if err1 != nil || err2 != nil || pa.IsZero() || pb.IsZero() {
+			return false
+		}
+		if !pb.AtLeast(pa) {
+			return false // a is ahead on this shard
+		}
+		if !pa.AtLeast(pb) {
+			strictly = true
+		}
+	}
+	return strictly
+}

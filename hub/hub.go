@@ -1,0 +1,174 @@
+// Package hub connects readers of a stream to the source.
+//
+// Every client gets a Subscription: the stream's transactions from a
+// position, each with the cursor token right after it. Pull clients come and
+// go between requests, so a Subscription can be parked under the cursor it
+// stopped at and picked up by the next request that presents that cursor:
+// a client polling with next_cursor keeps one VStream open instead of
+// opening one per request. (A shared upstream VStream per stream for all
+// caught-up clients slots in behind Subscribe without touching transports.)
+package hub
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/cursor"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/store"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Opener opens readers; *source.Client is the production one.
+type Opener interface {
+	Open(ctx context.Context, spec source.Spec, from *binlogdatapb.VGtid, opts ...source.ReadOption) *source.Reader
+}
+
+// Hub hands out subscriptions.
+type Hub struct {
+	src     Opener
+	codec   *cursor.Codec
+	st      store.Store
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	parkTTL time.Duration
+
+	mu     sync.Mutex
+	parked map[string]*parked // by stream + "\x00" + token
+	wg     sync.WaitGroup
+}
+
+type parked struct {
+	sub   *Subscription
+	timer *time.Timer
+}
+
+// Option configures a Hub.
+type Option func(*Hub)
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(h *Hub) { h.log = l } }
+
+// WithParkTTL sets how long an idle pull subscription stays open.
+func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d } }
+
+// New returns a hub.
+func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Hub{
+		src: src, codec: codec, st: st, log: slog.Default(),
+		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
+		parked: map[string]*parked{},
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Codec returns the cursor codec.
+func (h *Hub) Codec() *cursor.Codec { return h.codec }
+
+// Close ends every parked subscription. Live subscriptions end with their
+// owners.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	for k, p := range h.parked {
+		p.timer.Stop()
+		delete(h.parked, k)
+		p.sub.close()
+	}
+	h.mu.Unlock()
+	h.cancel()
+}
+
+// StartPosition is where a reader without a cursor begins.
+func StartPosition(def *streams.Definition) *binlogdatapb.VGtid {
+	if def.Start == streams.StartSnapshot {
+		return source.StartSnapshot(def.Keyspace)
+	}
+	return source.StartNow(def.Keyspace)
+}
+
+// Subscribe opens a subscription on def from position from (nil: the
+// stream's start). If token is not empty and a parked subscription stopped
+// exactly there, it is reused.
+func (h *Hub) Subscribe(def *streams.Definition, from *binlogdatapb.VGtid, token string) *Subscription {
+	if token != "" {
+		if s := h.unpark(def.Name, token); s != nil {
+			if sameDefinition(s.def, def) {
+				return s
+			}
+			s.close()
+		}
+	}
+	if from == nil {
+		from = StartPosition(def)
+	}
+	spec := source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()}
+	return &Subscription{
+		hub:   h,
+		def:   def,
+		r:     h.src.Open(h.ctx, spec, from),
+		pos:   from,
+		token: token,
+	}
+}
+
+// Park keeps s open for parkTTL under its current cursor, for the next pull
+// request. s must not be used by the caller afterwards.
+func (h *Hub) Park(s *Subscription) {
+	if s.failed || s.token == "" {
+		s.close()
+		return
+	}
+	key := s.def.Name + "\x00" + s.token
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.parked[key]; ok {
+		// Two clients at the same cursor: keep one.
+		old.timer.Stop()
+		old.sub.close()
+	}
+	p := &parked{sub: s}
+	p.timer = time.AfterFunc(h.parkTTL, func() {
+		h.mu.Lock()
+		cur, ok := h.parked[key]
+		if ok && cur == p {
+			delete(h.parked, key)
+		}
+		h.mu.Unlock()
+		if ok && cur == p {
+			s.close()
+		}
+	})
+	h.parked[key] = p
+}
+
+func (h *Hub) unpark(stream, token string) *Subscription {
+	key := stream + "\x00" + token
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p, ok := h.parked[key]
+	if !ok || !p.timer.Stop() {
+		return nil
+	}
+	delete(h.parked, key)
+	return p.sub
+}
+
+// Parked reports how many subscriptions are parked (for metrics and tests).
+func (h *Hub) Parked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.parked)
+}
+
+func sameDefinition(a, b *streams.Definition) bool {
+	return a == b || (a.Name == b.Name && a.Keyspace == b.Keyspace && a.CreatedAt.Equal(b.CreatedAt))
+}

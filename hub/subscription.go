@@ -1,0 +1,119 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Delivery is one transaction and the cursor token right after it.
+type Delivery struct {
+	*source.Txn
+	Cursor string
+}
+
+// Subscription is one reader's ordered view of a stream. Not safe for
+// concurrent use.
+type Subscription struct {
+	hub    *Hub
+	def    *streams.Definition
+	r      *source.Reader
+	pos    *binlogdatapb.VGtid
+	token  string
+	failed bool
+	seen   bool // a delivery was made
+}
+
+// Fresh reports whether nothing has been delivered yet.
+func (s *Subscription) Fresh() bool { return !s.seen }
+
+// Definition returns the stream the subscription reads.
+func (s *Subscription) Definition() *streams.Definition { return s.def }
+
+// Position returns the position after the last delivery.
+func (s *Subscription) Position() *binlogdatapb.VGtid { return s.pos }
+
+// Cursor returns the token for the position after the last delivery. Before
+// the first delivery of a stream that starts at "now", that is not known
+// yet; the first Delivery (vtgate sends the current position at once) fixes
+// it.
+func (s *Subscription) Cursor(ctx context.Context) (string, error) {
+	if s.token != "" {
+		return s.token, nil
+	}
+	if !concrete(s.pos) {
+		return "", nil
+	}
+	t, err := s.hub.codec.Encode(ctx, s.def.Name, s.pos)
+	if err != nil {
+		return "", err
+	}
+	s.token = t
+	return t, nil
+}
+
+// concrete reports whether a position names real GTIDs for every shard
+// (rather than "current" or an unexpanded keyspace).
+func concrete(v *binlogdatapb.VGtid) bool {
+	if v == nil || len(v.ShardGtids) == 0 {
+		return false
+	}
+	for _, sg := range v.ShardGtids {
+		if sg.Shard == "" || sg.Gtid == "current" {
+			return false
+		}
+	}
+	return true
+}
+
+// Next blocks for the next delivery.
+func (s *Subscription) Next(ctx context.Context) (*Delivery, error) {
+	txn, err := s.r.Next(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.failed = true
+		}
+		return nil, err
+	}
+	return s.deliver(ctx, txn)
+}
+
+// TryNext returns a delivery only if one is ready now.
+func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
+	txn, ok, err := s.r.TryNext()
+	if err != nil {
+		s.failed = true
+		return nil, false, err
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	d, err := s.deliver(ctx, txn)
+	return d, err == nil, err
+}
+
+func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery, error) {
+	s.seen = true
+	if txn.Heartbeat && s.token != "" {
+		return &Delivery{Txn: txn, Cursor: s.token}, nil
+	}
+	tok, err := s.hub.codec.Encode(ctx, s.def.Name, txn.VGtid)
+	if err != nil {
+		s.failed = true
+		return nil, fmt.Errorf("hub: cursor for stream %s: %w", s.def.Name, err)
+	}
+	s.pos, s.token = txn.VGtid, tok
+	return &Delivery{Txn: txn, Cursor: tok}, nil
+}
+
+// Buffered reports how many transactions are ready without blocking.
+func (s *Subscription) Buffered() int { return s.r.Buffered() }
+
+// Close ends the subscription.
+func (s *Subscription) Close() { s.close() }
+
+func (s *Subscription) close() { s.r.Close() }

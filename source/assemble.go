@@ -1,0 +1,209 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+)
+
+// assembler turns the VEvents of one VStream into Txns. It is not safe for
+// concurrent use; each reader attempt owns one.
+type assembler struct {
+	spec    Spec
+	schema  *schemaCache
+	tables  map[string]*event.Table // by shard + "/" + table
+	cur     *Txn
+	pos     *binlogdatapb.VGtid // position of the last emitted Txn
+	journal map[int64]bool      // journal ids already announced
+}
+
+func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid) *assembler {
+	return &assembler{
+		spec:    spec,
+		schema:  schema,
+		tables:  map[string]*event.Table{},
+		pos:     pos,
+		journal: map[int64]bool{},
+	}
+}
+
+// ProtocolError is an event sequence the gateway cannot interpret (for
+// example a ROW before its FIELD). The reader reconnects from the last
+// whole transaction, which makes vtgate resend FIELD events.
+type ProtocolError struct{ Msg string }
+
+func (e *ProtocolError) Error() string { return "source: unexpected VStream sequence: " + e.Msg }
+
+// add consumes one event and returns a finished Txn, if any.
+func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, error) {
+	switch ev.Type {
+	case binlogdatapb.VEventType_BEGIN:
+		a.cur = &Txn{CommitTS: ev.Timestamp}
+	case binlogdatapb.VEventType_FIELD:
+		return nil, a.field(ctx, ev)
+	case binlogdatapb.VEventType_ROW:
+		return nil, a.row(ev)
+	case binlogdatapb.VEventType_VGTID:
+		if a.cur != nil {
+			a.cur.VGtid = ev.Vgtid
+			return nil, nil
+		}
+		// A position outside a transaction (stream start, before DDL or
+		// OTHER events): hand it out so idle cursors still advance.
+		return a.emit(&Txn{VGtid: ev.Vgtid}), nil
+	case binlogdatapb.VEventType_COMMIT:
+		t := a.cur
+		a.cur = nil
+		if t == nil {
+			return nil, nil
+		}
+		if t.VGtid == nil {
+			t.VGtid = a.pos
+		}
+		return a.emit(t), nil
+	case binlogdatapb.VEventType_ROLLBACK:
+		a.cur = nil
+	case binlogdatapb.VEventType_DDL:
+		a.schema.invalidate(a.spec.Keyspace)
+		ctl := control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
+		return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp}), nil
+	case binlogdatapb.VEventType_JOURNAL:
+		return a.journalEvent(ev), nil
+	case binlogdatapb.VEventType_COPY_COMPLETED:
+		// vtgate sends one per shard and a final one with neither keyspace
+		// nor shard once every shard finished copying.
+		if ev.Keyspace == "" && ev.Shard == "" {
+			ctl := control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
+			return a.emit(&Txn{Events: []event.Event{ctl}}), nil
+		}
+	case binlogdatapb.VEventType_HEARTBEAT:
+		if a.pos == nil || a.cur != nil {
+			return nil, nil
+		}
+		return &Txn{VGtid: a.pos, Heartbeat: true, Received: time.Now()}, nil
+	}
+	return nil, nil
+}
+
+func (a *assembler) emit(t *Txn) *Txn {
+	if t.VGtid == nil {
+		t.VGtid = a.pos
+	}
+	if t.VGtid == nil {
+		// Nothing to resume from yet (events before the first position);
+		// drop rather than hand out an event with no cursor.
+		return nil
+	}
+	t.Received = time.Now()
+	a.pos = t.VGtid
+	return t
+}
+
+func tableName(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
+}
+
+func (a *assembler) field(ctx context.Context, ev *binlogdatapb.VEvent) error {
+	fe := ev.FieldEvent
+	table := tableName(fe.TableName)
+	keyspace := fe.Keyspace
+	if keyspace == "" {
+		keyspace = a.spec.Keyspace
+	}
+	opts := event.Options{}
+	if cols, err := a.schema.jsonColumns(ctx, keyspace, table); err == nil && len(cols) > 0 {
+		opts.IsJSON = func(_, column string) bool { return cols[column] }
+	}
+	t, err := event.NewTable(keyspace, fe.Shard, fe, opts)
+	if err != nil {
+		return fmt.Errorf("source: table %s: %w", table, err)
+	}
+	a.tables[fe.Shard+"/"+table] = t
+	return nil
+}
+
+func (a *assembler) row(ev *binlogdatapb.VEvent) error {
+	re := ev.RowEvent
+	table := tableName(re.TableName)
+	t := a.tables[re.Shard+"/"+table]
+	if t == nil {
+		return &ProtocolError{Msg: "ROW for " + re.Shard + "/" + table + " before its FIELD event"}
+	}
+	if a.cur == nil {
+		return &ProtocolError{Msg: "ROW outside a transaction"}
+	}
+	for _, rc := range re.RowChanges {
+		var op event.Op
+		switch {
+		case ev.Timestamp == 0 && rc.Before == nil:
+			// Copy-phase rows carry no binlog timestamp.
+			op = event.OpSnapshot
+		case rc.Before == nil:
+			op = event.OpInsert
+		case rc.After == nil:
+			op = event.OpDelete
+		default:
+			op = event.OpUpdate
+		}
+		e, err := t.Encode(op, rc, ev.Timestamp)
+		if err != nil {
+			return err
+		}
+		a.cur.Events = append(a.cur.Events, e)
+	}
+	return nil
+}
+
+// journalEvent announces a reshard cutover once, however many participants
+// send its JOURNAL.
+func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
+	j := ev.Journal
+	if j == nil || j.MigrationType != binlogdatapb.MigrationType_SHARDS {
+		return nil
+	}
+	var events []event.Event
+	if !a.journal[j.Id] {
+		a.journal[j.Id] = true
+		var from, to []string
+		for _, p := range j.Participants {
+			from = append(from, p.Shard)
+		}
+		for _, sg := range j.ShardGtids {
+			to = append(to, sg.Shard)
+		}
+		events = append(events, control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
+			"from": from, "to": to, "journal_id": fmt.Sprint(j.Id),
+		}))
+	}
+	if a.cur != nil {
+		a.cur.Journal = j
+		a.cur.Events = append(a.cur.Events, events...)
+		return nil
+	}
+	return a.emit(&Txn{Events: events, Journal: j})
+}
+
+// control encodes a control event. They are rare, so encoding/json is fine.
+func control(typ event.Type, keyspace, shard string, fields map[string]any) event.Event {
+	m := map[string]any{"type": typ}
+	if keyspace != "" {
+		m["keyspace"] = keyspace
+	}
+	if shard != "" {
+		m["shard"] = shard
+	}
+	for k, v := range fields {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return event.Event{Type: typ, Keyspace: keyspace, Shard: shard, JSON: b[:len(b)-1]}
+}

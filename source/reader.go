@@ -1,0 +1,282 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
+	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
+	"vitess.io/vitess/go/vt/vterrors"
+)
+
+// ErrStopped is returned by Next after a reader opened with StopOnReshard
+// reached a reshard journal: the stream ended on purpose and the journal's
+// shard positions are where to continue.
+var ErrStopped = errors.New("source: stream stopped at reshard journal")
+
+// ReadOption configures one Reader.
+type ReadOption func(*readOptions)
+
+type readOptions struct {
+	stopOnReshard bool
+}
+
+// StopOnReshard ends the stream after the first reshard JOURNAL (used to
+// capture an old shard's remaining events before it is deleted).
+func StopOnReshard() ReadOption { return func(o *readOptions) { o.stopOnReshard = true } }
+
+type result struct {
+	txn *Txn
+	err error
+}
+
+// Reader delivers the transactions of one VStream in order.
+type Reader struct {
+	c      *Client
+	spec   Spec
+	opts   readOptions
+	cancel context.CancelFunc
+	out    chan result
+	done   chan struct{}
+	err    error // terminal error, set once Next has returned it
+}
+
+// Open starts streaming spec from position from. Failures are reported by
+// Next, which lets callers treat a bad position the same whether vtgate
+// refuses it at once or at the first Recv.
+func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, opts ...ReadOption) *Reader {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Reader{
+		c:      c,
+		spec:   spec,
+		cancel: cancel,
+		out:    make(chan result, c.opts.queueTxns),
+		done:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(&r.opts)
+	}
+	go r.run(ctx, from)
+	return r
+}
+
+// Next returns the next transaction. It blocks until one is available, ctx
+// ends, or the stream fails for good.
+func (r *Reader) Next(ctx context.Context) (*Txn, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	select {
+	case res, ok := <-r.out:
+		if !ok {
+			r.err = context.Canceled
+			return nil, r.err
+		}
+		if res.err != nil {
+			r.err = res.err
+		}
+		return res.txn, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TryNext returns a transaction only if one is buffered already.
+func (r *Reader) TryNext() (*Txn, bool, error) {
+	if r.err != nil {
+		return nil, false, r.err
+	}
+	select {
+	case res, ok := <-r.out:
+		if !ok {
+			r.err = context.Canceled
+			return nil, false, r.err
+		}
+		if res.err != nil {
+			r.err = res.err
+			return nil, false, res.err
+		}
+		return res.txn, true, nil
+	default:
+		return nil, false, nil
+	}
+}
+
+// Buffered reports how many results are waiting.
+func (r *Reader) Buffered() int { return len(r.out) }
+
+// Close stops the stream and waits for its goroutine.
+func (r *Reader) Close() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *Reader) flags() *vtgatepb.VStreamFlags {
+	return &vtgatepb.VStreamFlags{
+		HeartbeatInterval:           uint32(r.c.opts.heartbeat / time.Second),
+		IncludeReshardJournalEvents: true,
+		StopOnReshard:               r.opts.stopOnReshard,
+		// One keyspace per stream: table names need no keyspace prefix,
+		// and vtgate then skips a clone of every ROW and FIELD event.
+		ExcludeKeyspaceFromTableName: true,
+	}
+}
+
+func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
+	defer close(r.done)
+	defer close(r.out)
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     100 * time.Millisecond,
+		RandomizationFactor: 0.3,
+		Multiplier:          2,
+		MaxInterval:         r.c.opts.maxRetryWait,
+	}
+	bo.Reset()
+	pos := from
+	for {
+		next, progressed, journal, err := r.attempt(ctx, pos)
+		pos = next
+		if ctx.Err() != nil {
+			return
+		}
+		if r.opts.stopOnReshard && journal && (errors.Is(err, io.EOF) || err == nil) {
+			r.send(ctx, result{err: ErrStopped})
+			return
+		}
+		if !Retryable(err) {
+			r.send(ctx, result{err: err})
+			return
+		}
+		if progressed {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		r.c.log.Warn("vstream interrupted; resuming from last transaction",
+			"stream", r.spec.Name, "keyspace", r.spec.Keyspace, "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// attempt streams from pos until an error; it returns the position of the
+// last transaction delivered, whether any was, and whether a journal was seen.
+func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, bool, bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	vs, err := r.c.conn.VStream(ctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
+	if err != nil {
+		return pos, false, false, err
+	}
+	asm := newAssembler(r.spec, r.c.schema, pos)
+	progressed, journal := false, false
+	for {
+		evs, err := vs.Recv()
+		if err != nil {
+			return asm.pos, progressed, journal, err
+		}
+		for _, ev := range evs {
+			txn, err := asm.add(ctx, ev)
+			if err != nil {
+				return asm.pos, progressed, journal, err
+			}
+			if txn == nil {
+				continue
+			}
+			if txn.Journal != nil {
+				journal = true
+			}
+			if !r.send(ctx, result{txn: txn}) {
+				return asm.pos, progressed, journal, ctx.Err()
+			}
+			progressed = true
+		}
+	}
+}
+
+func (r *Reader) send(ctx context.Context, res result) bool {
+	select {
+	case r.out <- res:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Retryable reports whether a VStream error is transient. Anything that
+// names the position or the filter as the problem is not: retrying would
+// fail the same way (and vtgate already retries tablet errors itself).
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, io.EOF) {
+		return true
+	}
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Our own context is checked by the caller; these come from vtgate
+		// (e.g. "failed to find a PRIMARY tablet … context has expired").
+		return true
+	}
+	switch vterrors.Code(err) {
+	case vtrpcpb.Code_FAILED_PRECONDITION, vtrpcpb.Code_INVALID_ARGUMENT, vtrpcpb.Code_NOT_FOUND,
+		vtrpcpb.Code_PERMISSION_DENIED, vtrpcpb.Code_UNAUTHENTICATED, vtrpcpb.Code_UNIMPLEMENTED,
+		vtrpcpb.Code_ALREADY_EXISTS, vtrpcpb.Code_OUT_OF_RANGE:
+		return false
+	}
+	msg := err.Error()
+	for _, s := range permanentMessages {
+		if strings.Contains(msg, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// permanentMessages are errors vtgate reports with a transient-looking code
+// but that no retry fixes: the filter kills the stream at the first row.
+var permanentMessages = []string{
+	"failed to build table replication plan",
+	"Query was empty",
+	"not found in the",
+}
+
+// MissingShard extracts the shard vtgate named in a "shard provided in
+// VGTID, X, not found in the Y keyspace" error.
+func MissingShard(err error) (keyspace, shard string, ok bool) {
+	if err == nil {
+		return "", "", false
+	}
+	msg := err.Error()
+	const a, b, c = "shard provided in VGTID, ", ", not found in the ", " keyspace"
+	i := strings.Index(msg, a)
+	if i < 0 {
+		return "", "", false
+	}
+	rest := msg[i+len(a):]
+	j := strings.Index(rest, b)
+	if j < 0 {
+		return "", "", false
+	}
+	shard = rest[:j]
+	rest = rest[j+len(b):]
+	k := strings.Index(rest, c)
+	if k < 0 {
+		return "", "", false
+	}
+	return rest[:k], shard, true
+}
+
+// Errorf is a helper for typed stream errors surfaced to transports.
+func Errorf(format string, args ...any) error { return fmt.Errorf("source: "+format, args...) }

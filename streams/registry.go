@@ -1,0 +1,196 @@
+package streams
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vstream-gateway/vstream-gateway/store"
+)
+
+const ns = "streams"
+
+// Sentinel errors of the registry.
+var (
+	ErrNotFound = errors.New("stream not found")
+	ErrExists   = errors.New("stream already exists")
+)
+
+// Checker verifies a definition against the live schema (tables and
+// columns exist) before it is accepted.
+type Checker interface {
+	CheckDefinition(ctx context.Context, d *Definition) error
+}
+
+// Registry persists definitions in the store and caches them: every
+// request looks its stream up, and definitions change rarely. The cache is
+// refreshed from the store on a miss, so a stream created on another
+// replica is found at once; a deletion on another replica is seen within
+// refreshEvery.
+type Registry struct {
+	st      store.Store
+	checker Checker
+	mu      sync.RWMutex
+	cache   map[string]*Definition
+	loaded  time.Time
+}
+
+const refreshEvery = 5 * time.Second
+
+// NewRegistry returns a registry over st. checker may be nil.
+func NewRegistry(st store.Store, checker Checker) *Registry {
+	return &Registry{st: st, checker: checker, cache: map[string]*Definition{}}
+}
+
+// Create validates and stores a new definition.
+func (r *Registry) Create(ctx context.Context, d *Definition) error {
+	if err := d.Normalize(); err != nil {
+		return err
+	}
+	if r.checker != nil {
+		if err := r.checker.CheckDefinition(ctx, d); err != nil {
+			return err
+		}
+	}
+	d.CreatedAt = time.Now().UTC().Truncate(time.Second)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	ok, err := r.st.PutIfAbsent(ctx, ns, d.Name, b)
+	if err != nil {
+		return fmt.Errorf("save stream: %w", err)
+	}
+	if !ok {
+		return ErrExists
+	}
+	r.mu.Lock()
+	r.cache[d.Name] = d
+	r.mu.Unlock()
+	return nil
+}
+
+// Upsert stores d, replacing a definition of the same name (config files).
+func (r *Registry) Upsert(ctx context.Context, d *Definition) error {
+	if err := d.Normalize(); err != nil {
+		return err
+	}
+	if old, err := r.Get(ctx, d.Name); err == nil {
+		d.CreatedAt = old.CreatedAt
+	} else {
+		d.CreatedAt = time.Now().UTC().Truncate(time.Second)
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if err := r.st.Put(ctx, ns, d.Name, b); err != nil {
+		return fmt.Errorf("save stream: %w", err)
+	}
+	r.mu.Lock()
+	r.cache[d.Name] = d
+	r.mu.Unlock()
+	return nil
+}
+
+// Get returns the named definition or ErrNotFound.
+func (r *Registry) Get(ctx context.Context, name string) (*Definition, error) {
+	r.mu.RLock()
+	d, ok := r.cache[name]
+	fresh := time.Since(r.loaded) < refreshEvery
+	r.mu.RUnlock()
+	if ok && fresh {
+		return d, nil
+	}
+	b, err := r.st.Get(ctx, ns, name)
+	if errors.Is(err, store.ErrNotFound) {
+		r.mu.Lock()
+		delete(r.cache, name)
+		r.mu.Unlock()
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		if ok {
+			return d, nil // serve the cached copy while the store is down
+		}
+		return nil, err
+	}
+	d = &Definition{}
+	if err := json.Unmarshal(b, d); err != nil {
+		return nil, fmt.Errorf("stream %s: corrupt definition: %w", name, err)
+	}
+	r.mu.Lock()
+	r.cache[name] = d
+	r.mu.Unlock()
+	return d, nil
+}
+
+// List returns every definition sorted by name.
+func (r *Registry) List(ctx context.Context) ([]*Definition, error) {
+	recs, err := r.st.List(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Definition, 0, len(recs))
+	cache := make(map[string]*Definition, len(recs))
+	for _, rec := range recs {
+		d := &Definition{}
+		if err := json.Unmarshal(rec.Value, d); err != nil {
+			return nil, fmt.Errorf("stream %s: corrupt definition: %w", rec.Key, err)
+		}
+		out = append(out, d)
+		cache[d.Name] = d
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	r.mu.Lock()
+	r.cache, r.loaded = cache, time.Now()
+	r.mu.Unlock()
+	return out, nil
+}
+
+// Delete removes a definition; ErrNotFound if absent.
+func (r *Registry) Delete(ctx context.Context, name string) error {
+	if _, err := r.Get(ctx, name); err != nil {
+		return err
+	}
+	if err := r.st.Delete(ctx, ns, name); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.cache, name)
+	r.mu.Unlock()
+	return nil
+}
+
+// File is the YAML streams file.
+type File struct {
+	Streams []*Definition `yaml:"streams"`
+}
+
+// LoadFile upserts every stream of a YAML file.
+func (r *Registry) LoadFile(ctx context.Context, path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, d := range f.Streams {
+		if err := r.Upsert(ctx, d); err != nil {
+			return i, fmt.Errorf("%s: stream %d (%s): %w", path, i, d.Name, err)
+		}
+	}
+	return len(f.Streams), nil
+}
