@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/coder/websocket"
+)
+
+// ev is a delivered event as a client sees it.
+type ev struct {
+	Type   string                     `json:"type"`
+	Op     string                     `json:"op"`
+	Shard  string                     `json:"shard"`
+	Table  string                     `json:"table"`
+	Key    map[string]json.RawMessage `json:"key"`
+	After  map[string]json.RawMessage `json:"after"`
+	Before map[string]json.RawMessage `json:"before"`
+	Cursor string                     `json:"cursor"`
+	Raw    json.RawMessage            `json:"-"`
+}
+
+func (e ev) str(col string) string {
+	m := e.After
+	if m == nil {
+		m = e.Before
+	}
+	var s string
+	json.Unmarshal(m[col], &s)
+	return s
+}
+
+// client reads a stream through one transport.
+type client interface {
+	// next returns the next event (control events included).
+	next(ctx context.Context) (ev, error)
+	// ack confirms everything up to cursor (named subscribers).
+	ack(ctx context.Context, cursor string) error
+	close()
+}
+
+type connectFunc func(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error)
+
+var transports = map[string]connectFunc{
+	"pull": connectPull,
+	"sse":  connectSSE,
+	"ws":   connectWS,
+}
+
+func query(subscriber, cursor string) string {
+	q := url.Values{}
+	if subscriber != "" {
+		q.Set("subscriber", subscriber)
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q.Encode()
+}
+
+// --- HTTP pull ---
+
+type pullClient struct {
+	g                  *gateway
+	stream, subscriber string
+	cursor             string
+	buf                []ev
+}
+
+func connectPull(_ context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
+	return &pullClient{g: g, stream: stream, subscriber: subscriber, cursor: cursor}, nil
+}
+
+func (c *pullClient) next(ctx context.Context) (ev, error) {
+	for len(c.buf) == 0 {
+		q := url.Values{"wait": {"5s"}, "limit": {"500"}}
+		if c.cursor != "" {
+			q.Set("cursor", c.cursor)
+		} else if c.subscriber != "" {
+			q.Set("subscriber", c.subscriber)
+		}
+		var out struct {
+			Events     []json.RawMessage `json:"events"`
+			NextCursor string            `json:"next_cursor"`
+			UpToDate   bool              `json:"up_to_date"`
+		}
+		status, err := c.g.do(ctx, "GET", "/v1/streams/"+c.stream+"/changes?"+q.Encode(), nil, &out)
+		if err != nil {
+			return ev{}, err
+		}
+		if status != http.StatusOK {
+			return ev{}, fmt.Errorf("pull: status %d", status)
+		}
+		for _, raw := range out.Events {
+			e, err := parseEvent(raw)
+			if err != nil {
+				return ev{}, err
+			}
+			c.buf = append(c.buf, e)
+		}
+		if out.NextCursor != "" {
+			c.cursor = out.NextCursor
+		}
+	}
+	e := c.buf[0]
+	c.buf = c.buf[1:]
+	return e, nil
+}
+
+func (c *pullClient) ack(ctx context.Context, cursor string) error {
+	var out map[string]any
+	status, err := c.g.do(ctx, "POST", "/v1/streams/"+c.stream+"/subscribers/"+c.subscriber+"/ack", map[string]string{"cursor": cursor}, &out)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("ack: %d %v", status, out)
+	}
+	return err
+}
+
+func (c *pullClient) close() {}
+
+func parseEvent(raw []byte) (ev, error) {
+	var e ev
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return ev{}, fmt.Errorf("bad event %s: %w", raw, err)
+	}
+	e.Raw = append(json.RawMessage(nil), raw...)
+	return e, nil
+}
+
+// --- SSE ---
+
+type sseClient struct {
+	resp   *http.Response
+	rd     *bufio.Reader
+	cancel context.CancelFunc
+	g      *gateway
+	stream string
+	sub    string
+	lastID string
+}
+
+func connectSSE(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/sse?"+query(subscriber, ""), nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if cursor != "" {
+		// What a browser's EventSource sends when it reconnects.
+		req.Header.Set("Last-Event-ID", cursor)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("sse: %d %s", resp.StatusCode, b)
+	}
+	return &sseClient{resp: resp, rd: bufio.NewReader(resp.Body), cancel: cancel, g: g, stream: stream, sub: subscriber}, nil
+}
+
+func (c *sseClient) next(ctx context.Context) (ev, error) {
+	type res struct {
+		e   ev
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		var data bytes.Buffer
+		typ := ""
+		for {
+			line, err := c.rd.ReadString('\n')
+			if err != nil {
+				ch <- res{err: err}
+				return
+			}
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case line == "":
+				if data.Len() == 0 {
+					continue
+				}
+				e, err := parseEvent(data.Bytes())
+				if err == nil && e.Type != typ {
+					err = fmt.Errorf("sse event: field %q but data type %q", typ, e.Type)
+				}
+				ch <- res{e, err}
+				return
+			case strings.HasPrefix(line, "id: "):
+				c.lastID = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				typ = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data.WriteString(line[6:])
+			}
+		}
+	}()
+	select {
+	case r := <-ch:
+		return r.e, r.err
+	case <-ctx.Done():
+		c.close()
+		<-ch
+		return ev{}, ctx.Err()
+	}
+}
+
+// ack for SSE: the next connection's Last-Event-ID acks; here the test
+// reconnects with the cursor, which is what a browser does.
+func (c *sseClient) ack(ctx context.Context, cursor string) error {
+	c.close()
+	nc, err := connectSSE(ctx, c.g, c.stream, c.sub, cursor)
+	if err != nil {
+		return err
+	}
+	*c = *nc.(*sseClient)
+	return nil
+}
+
+func (c *sseClient) close() {
+	c.cancel()
+	c.resp.Body.Close()
+}
+
+// --- WebSocket ---
+
+type wsClient struct {
+	c *websocket.Conn
+}
+
+func connectWS(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
+	u := "ws" + strings.TrimPrefix(g.url, "http") + "/v1/streams/" + stream + "/ws?" + query(subscriber, cursor)
+	c, _, err := websocket.Dial(ctx, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(1 << 20)
+	return &wsClient{c: c}, nil
+}
+
+func (c *wsClient) next(ctx context.Context) (ev, error) {
+	_, b, err := c.c.Read(ctx)
+	if err != nil {
+		return ev{}, err
+	}
+	return parseEvent(b)
+}
+
+func (c *wsClient) ack(ctx context.Context, cursor string) error {
+	b, _ := json.Marshal(map[string]string{"ack": cursor})
+	return c.c.Write(ctx, websocket.MessageText, b)
+}
+
+func (c *wsClient) close() { c.c.Close(websocket.StatusNormalClosure, "") }

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gateway is a running gateway process.
+type gateway struct {
+	t    *testing.T
+	args []string
+	url  string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startGateway runs the binary on a free port with the given extra flags
+// (default: the test Redis under a fresh key prefix is not needed because
+// every test uses its own stream names).
+func startGateway(t *testing.T, extra ...string) *gateway {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{
+		"--listen", "127.0.0.1:" + strconv.Itoa(port),
+		"--vtgate", cluster.VtgateAddr(),
+		"--log-level", "debug",
+	}, extra...)
+	g := &gateway{t: t, args: args, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	g.start()
+	t.Cleanup(func() { g.stop(syscall.SIGTERM) })
+	return g
+}
+
+func withRedis() []string { return []string{"--redis", redisURL} }
+
+func withDataDir(t *testing.T) []string {
+	return []string{"--data-dir", filepath.Join(t.TempDir(), "data")}
+}
+
+func (g *gateway) start() {
+	g.t.Helper()
+	g.log = &syncBuffer{}
+	g.cmd = exec.Command(gatewayBin, g.args...)
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.done = make(chan struct{})
+	go func() { g.cmd.Wait(); close(g.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(g.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		select {
+		case <-g.done:
+			g.t.Fatalf("gateway exited at start-up:\n%s", g.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("gateway not ready after 30s:\n%s", g.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stop signals the process and waits for it to exit.
+func (g *gateway) stop(sig syscall.Signal) {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	g.cmd.Process.Signal(sig)
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		g.cmd.Process.Kill()
+		<-g.done
+		g.t.Errorf("gateway did not exit within 30s of %v", sig)
+	}
+	if os.Getenv("VSG_E2E_LOGS") != "" {
+		g.t.Logf("gateway log:\n%s", g.log.String())
+	}
+}
+
+func (g *gateway) restart(sig syscall.Signal) {
+	g.stop(sig)
+	g.start()
+}
+
+// do sends a JSON request and decodes a JSON response into out (if not nil),
+// returning the status.
+func (g *gateway) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.url+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode %s: %w", b, err)
+		}
+	}
+	if resp.StatusCode >= 300 && out == nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return resp.StatusCode, nil
+}
+
+func (g *gateway) createStream(t *testing.T, def map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out map[string]any
+	status, err := g.do(ctx, "POST", "/v1/streams", def, &out)
+	if err != nil || status != http.StatusCreated {
+		t.Fatalf("create stream: %d %v %v", status, out, err)
+	}
+}

@@ -1,0 +1,119 @@
+// Package e2e runs the gateway binary against a real local Vitess cluster
+// (vtlocal) and a real Redis. It is skipped unless VSG_E2E=1; `make test`
+// sets it after bringing the cluster up.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/vtlocal"
+)
+
+var (
+	gatewayBin string
+	redisURL   string
+	cluster    *vtlocal.Cluster
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("VSG_E2E") != "1" {
+		fmt.Println("e2e: skipped (set VSG_E2E=1 with a local cluster; `make test` does)")
+		os.Exit(m.Run())
+	}
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func setup(m *testing.M) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "vsg-e2e-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+
+	gatewayBin = filepath.Join(tmp, "vstream-gateway")
+	build := exec.CommandContext(ctx, "go", "build", "-o", gatewayBin, "../cmd/vstream-gateway")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return 0, fmt.Errorf("build gateway: %w", err)
+	}
+
+	cluster, err = vtlocal.New(vtlocal.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		return 0, err
+	}
+	if err := cluster.Up(ctx); err != nil {
+		return 0, fmt.Errorf("cluster up: %w", err)
+	}
+
+	stopRedis, url, err := startRedis(ctx, tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer stopRedis()
+	redisURL = url
+	return m.Run(), nil
+}
+
+// startRedis runs a private redis-server for the tests, unless
+// VSG_TEST_REDIS names one.
+func startRedis(ctx context.Context, dir string) (func(), string, error) {
+	if u := os.Getenv("VSG_TEST_REDIS"); u != "" {
+		return func() {}, u, nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start redis-server: %w", err)
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return nil, "", fmt.Errorf("redis-server did not listen on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return stop, "redis://" + addr + "/0", nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func needE2E(t *testing.T) {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("VSG_E2E is not 1")
+	}
+}
