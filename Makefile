@@ -41,3 +41,9 @@ demo: cluster-up build
 	@echo "  insert:     mysql -h 127.0.0.1 -P 15306 -u root customer -e \"insert into customer(email) values ('demo@example.com')\""
 	@echo
 	$(BIN) --listen $(DEMO_ADDR) --data-dir $(DEMO_DATA) --streams-file examples/streams.yaml
+
+# Replay 200k rows from a saved cursor: plain Go VStream client vs the
+# gateway's HTTP pull and WebSocket; plus the encoder and cursor benchmarks.
+bench: cluster-up
+	$(GO) test -run '^$$' -bench . -benchmem ./event/ ./cursor/
+	VSG_E2E=1 VSG_BENCH=1 $(GO) test -count=1 -run TestReplayThroughput -v -timeout 20m ./e2e/ | grep -E 'RESULT|rows/s|loaded|ok|FAIL'

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	topodatapb "vitess.io/vitess/go/vt/proto/topodata"
+	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
+	_ "vitess.io/vitess/go/vt/vtgate/grpcvtgateconn"
+	"vitess.io/vitess/go/vt/vtgate/vtgateconn"
+)
+
+// TestReplayThroughput replays N rows from a saved cursor through a plain
+// Go VStream client, the gateway's HTTP pull and its WebSocket, one after
+// the other on the same machine, and reports rows/s and the ratios. It is a
+// measurement, not a pass/fail test: run it with `make bench`
+// (VSG_BENCH=1, rows from VSG_BENCH_ROWS, default 200000).
+func TestReplayThroughput(t *testing.T) {
+	needE2E(t)
+	if os.Getenv("VSG_BENCH") != "1" {
+		t.Skip("set VSG_BENCH=1 (make bench)")
+	}
+	rows := 200000
+	if s := os.Getenv("VSG_BENCH_ROWS"); s != "" {
+		rows, _ = strconv.Atoi(s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	g := startGateway(t, withDataDir(t)...)
+	stream := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e6)
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
+	token := initialCursor(t, ctx, g, stream)
+	vgtid := currentVGtid(t, ctx)
+
+	// Load: multi-row inserts, 1000 rows per transaction.
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	loadStart := time.Now()
+	for done := 0; done < rows; done += 1000 {
+		var sb strings.Builder
+		sb.WriteString("insert into customer(email) values ")
+		for i := 0; i < 1000 && done+i < rows; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "('bench-%d@example.com')", done+i)
+		}
+		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("loaded %d rows in %v", rows, time.Since(loadStart).Round(time.Millisecond))
+	idleRSS := rssKiB(g)
+
+	plain := measure(t, "plain VStream client", rows, func() (int, error) { return plainReplay(ctx, vgtid, rows) })
+	var peakRSS int
+	stopRSS := sampleRSS(g, &peakRSS)
+	pull := measure(t, "gateway HTTP pull", rows, func() (int, error) { return pullReplay(ctx, g, stream, token, rows) })
+	ws := measure(t, "gateway WebSocket", rows, func() (int, error) { return wsReplay(ctx, g, stream, token, rows) })
+	stopRSS()
+	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
+		rows, plain, pull, pull/plain, ws, ws/plain, idleRSS, peakRSS)
+}
+
+func measure(t *testing.T, name string, want int, f func() (int, error)) float64 {
+	start := time.Now()
+	n, err := f()
+	d := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if n != want {
+		t.Fatalf("%s: got %d rows, want %d", name, n, want)
+	}
+	rate := float64(n) / d.Seconds()
+	t.Logf("%-22s %d rows in %v = %.0f rows/s", name, n, d.Round(time.Millisecond), rate)
+	return rate
+}
+
+func currentVGtid(t *testing.T, ctx context.Context) *binlogdatapb.VGtid {
+	conn, err := vtgateconn.Dial(ctx, cluster.VtgateAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := conn.VStream(sctx, topodatapb.TabletType_PRIMARY,
+		&binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: "customer", Gtid: "current"}}},
+		benchFilter(), &vtgatepb.VStreamFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		evs, err := r.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Type == binlogdatapb.VEventType_VGTID {
+				return e.Vgtid
+			}
+		}
+	}
+}
+
+func benchFilter() *binlogdatapb.Filter {
+	return &binlogdatapb.Filter{Rules: []*binlogdatapb.Rule{{Match: "customer", Filter: "select * from `customer`"}}}
+}
+
+// plainReplay is what a user would write with vtgateconn directly: the
+// baseline the gateway is measured against. Same flags as the gateway.
+func plainReplay(ctx context.Context, vgtid *binlogdatapb.VGtid, want int) (int, error) {
+	conn, err := vtgateconn.Dial(ctx, cluster.VtgateAddr())
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := conn.VStream(sctx, topodatapb.TabletType_PRIMARY, vgtid, benchFilter(),
+		&vtgatepb.VStreamFlags{HeartbeatInterval: 1, IncludeReshardJournalEvents: true, ExcludeKeyspaceFromTableName: true})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for n < want {
+		evs, err := r.Recv()
+		if err != nil {
+			return n, err
+		}
+		for _, e := range evs {
+			if e.Type == binlogdatapb.VEventType_ROW {
+				n += len(e.RowEvent.RowChanges)
+			}
+		}
+	}
+	return n, nil
+}
+
+func pullReplay(ctx context.Context, g *gateway, stream, cursor string, want int) (int, error) {
+	n := 0
+	for n < want {
+		q := url.Values{"cursor": {cursor}, "limit": {"10000"}, "wait": {"5s"}}
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return n, err
+		}
+		var out struct {
+			Events     []json.RawMessage `json:"events"`
+			NextCursor string            `json:"next_cursor"`
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return n, err
+		}
+		if resp.StatusCode != 200 {
+			return n, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return n, err
+		}
+		n += len(out.Events)
+		cursor = out.NextCursor
+	}
+	return n, nil
+}
+
+func wsReplay(ctx context.Context, g *gateway, stream, cursor string, want int) (int, error) {
+	u := "ws" + strings.TrimPrefix(g.url, "http") + "/v1/streams/" + stream + "/ws?cursor=" + url.QueryEscape(cursor)
+	c, _, err := websocket.Dial(ctx, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	n := 0
+	for n < want {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return n, err
+		}
+		if strings.HasPrefix(string(b), `{"type":"change"`) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func rssKiB(g *gateway) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// sampleRSS records the gateway's peak RSS until the returned stop is called.
+func sampleRSS(g *gateway, peak *int) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			if r := rssKiB(g); r > *peak {
+				*peak = r
+			}
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
