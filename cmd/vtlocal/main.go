@@ -1,0 +1,174 @@
+// Command vtlocal manages the local Vitess cluster used for development and
+// end-to-end tests. See vtlocal/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/vtlocal"
+)
+
+const usage = `usage: go run ./cmd/vtlocal [flags] <verb> [args]
+
+verbs:
+  up                                   install packages and build binaries if needed, then
+                                       bring the cluster up (idempotent; quick when already up)
+  down                                 stop every process and delete the data root
+  status                               processes (pid, ports) and keyspaces/shards/tablets
+  binaries                             build the Vitess binaries if missing or outdated
+  add-shards KEYSPACE SHARDS           start a primary tablet per new shard, e.g. customer -80,80-
+  reshard KEYSPACE WORKFLOW FROM TO    create a Reshard workflow and wait for the copy,
+                                       e.g. customer cust2cust 0 -80,80-
+  switch KEYSPACE WORKFLOW             switch reads and writes (MoveTables or Reshard)
+  complete KEYSPACE WORKFLOW           complete a switched workflow (Reshard: old shards removed)
+  stop-tablet UID                      stop a tablet's vttablet and mysqld (e.g. 200)
+  start-tablet UID                     start it again and wait until it is primary
+  restart-vtgate                       restart vtgate and wait until it serves queries
+
+flags:
+`
+
+func main() {
+	fs := flag.NewFlagSet("vtlocal", flag.ExitOnError)
+	dataRoot := fs.String("data-root", vtlocal.DefaultDataRoot, "cluster data directory (deleted by down)")
+	binDir := fs.String("bin-dir", "", "Vitess binaries directory (default <repo>/.vitess/bin)")
+	timeout := fs.Duration("timeout", 15*time.Minute, "overall timeout (includes a cold binary build)")
+	verbose := fs.Bool("v", false, "debug logging")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(os.Args[1:])
+	args := fs.Args()
+	if len(args) == 0 {
+		fs.Usage()
+		os.Exit(2)
+	}
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := []vtlocal.Option{vtlocal.WithDataRoot(*dataRoot), vtlocal.WithLogger(logger)}
+	if *binDir != "" {
+		opts = append(opts, vtlocal.WithBinDir(*binDir))
+	}
+	c, err := vtlocal.New(opts...)
+	if err != nil {
+		fail(err)
+	}
+
+	// Cancel waits on Ctrl-C; the cluster daemons are detached and survive.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	if err := runVerb(ctx, c, args[0], args[1:]); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(os.Stderr, "vtlocal %s: %v\n\n", args[0], err)
+			fs.Usage()
+			os.Exit(2)
+		}
+		fail(err)
+	}
+}
+
+var errUsage = errors.New("wrong arguments")
+
+func runVerb(ctx context.Context, c *vtlocal.Cluster, verb string, args []string) error {
+	need := func(n int) error {
+		if len(args) != n {
+			return fmt.Errorf("%w: want %d, got %d", errUsage, n, len(args))
+		}
+		return nil
+	}
+	switch verb {
+	case "up":
+		if err := need(0); err != nil {
+			return err
+		}
+		if err := c.EnsurePackages(ctx); err != nil {
+			return err
+		}
+		if err := c.EnsureBinaries(ctx); err != nil {
+			return err
+		}
+		return c.Up(ctx)
+	case "down":
+		if err := need(0); err != nil {
+			return err
+		}
+		return c.Down(ctx)
+	case "status":
+		if err := need(0); err != nil {
+			return err
+		}
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Print(st)
+		return nil
+	case "binaries":
+		if err := need(0); err != nil {
+			return err
+		}
+		return c.EnsureBinaries(ctx)
+	case "add-shards":
+		if err := need(2); err != nil {
+			return err
+		}
+		return c.AddShards(ctx, args[0], strings.Split(args[1], ","))
+	case "reshard":
+		if err := need(4); err != nil {
+			return err
+		}
+		return c.Reshard(ctx, args[0], args[1], args[2], args[3])
+	case "switch":
+		if err := need(2); err != nil {
+			return err
+		}
+		return c.SwitchTraffic(ctx, args[0], args[1])
+	case "complete":
+		if err := need(2); err != nil {
+			return err
+		}
+		return c.Complete(ctx, args[0], args[1])
+	case "stop-tablet", "start-tablet":
+		if err := need(1); err != nil {
+			return err
+		}
+		uid, err := strconv.Atoi(args[0])
+		if err != nil {
+			return fmt.Errorf("%w: UID must be a number: %v", errUsage, err)
+		}
+		if verb == "stop-tablet" {
+			return c.StopTablet(ctx, uid)
+		}
+		return c.StartTablet(ctx, uid)
+	case "restart-vtgate":
+		if err := need(0); err != nil {
+			return err
+		}
+		return c.RestartVtgate(ctx)
+	default:
+		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "vtlocal: %v\n", err)
+	os.Exit(1)
+}

@@ -1,0 +1,272 @@
+package vtlocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Up brings the cluster from nothing (or from any partial state) to the
+// example's state after step 301: commerce/0 with product and the
+// customer_seq/order_seq sequences; customer/0 holding customer and corder
+// (moved there by a completed MoveTables) under the sharded xxhash vschema
+// with auto-increment from the sequences; vtgate serving both keyspaces.
+// Every step checks the real state first, so Up on a healthy cluster only
+// performs checks and returns in about a second.
+//
+// Up does not install packages or build binaries: see EnsurePackages and
+// EnsureBinaries.
+func (c *Cluster) Up(ctx context.Context) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := time.Now()
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
+			return fmt.Errorf("vitess binary %s missing in %s: run EnsureBinaries (vtlocal binaries)", b, c.binDir)
+		}
+	}
+	if _, err := c.account(ctx); err != nil {
+		return err
+	}
+	if err := c.mkdirOwned(c.tmpDir()); err != nil {
+		return err
+	}
+	if err := c.mkdirOwned(filepath.Join(c.dataRoot, "backups")); err != nil {
+		return err
+	}
+	if err := c.writeConfig(ctx); err != nil {
+		return err
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := c.startVtctld(ctx); err != nil {
+		return err
+	}
+	m, err := c.vitess(ctx)
+	if err != nil {
+		return err
+	}
+	example := func(name string) string { return filepath.Join(m.Dir, "examples", "local", name) }
+
+	// Both keyspaces' tablets start together: mysqld initialisation
+	// (mysql_install_db) dominates Up and is independent per tablet.
+	tablets, err := c.ensureShardPrimaries(ctx, [][2]string{{"commerce", "0"}, {"customer", "0"}})
+	if err != nil {
+		return err
+	}
+	commerce, customer := tablets[0], tablets[1]
+
+	// commerce: the example schema (step 101).
+	vs, err := c.getVSchema(ctx, "commerce")
+	if err != nil {
+		return err
+	}
+	if _, ok := vs.Tables["product"]; !ok {
+		c.log.Info("applying commerce schema and vschema")
+		if _, err := c.vtctl(ctx, "ApplySchema", "--sql-file", example("create_commerce_schema.sql"), "commerce"); err != nil {
+			return err
+		}
+		if _, err := c.vtctl(ctx, "ApplyVSchema", "--vschema-file", example("vschema_commerce_initial.json"), "commerce"); err != nil {
+			return err
+		}
+	}
+	if err := c.waitServing(ctx, commerce); err != nil {
+		return err
+	}
+	// vtgate warms up (discovers tablets) while the tables are moved.
+	if err := c.startVtgate(ctx); err != nil {
+		return err
+	}
+
+	// customer/0 and the MoveTables of customer and corder into it
+	// (steps 201-205), then sequences and the sharded vschema (301).
+	if err := c.waitServing(ctx, customer); err != nil {
+		return err
+	}
+	if err := c.moveCustomerTables(ctx); err != nil {
+		return err
+	}
+	if err := c.shardCustomerVSchema(ctx, example); err != nil {
+		return err
+	}
+	if err := c.waitVtgate(ctx, []string{"select count(*) from commerce.product", "select count(*) from customer.customer", "select count(*) from customer.corder"}); err != nil {
+		return err
+	}
+	c.log.Info("cluster up", "took", since(start), "mysql", c.MySQLAddr(), "vtgate_grpc", c.VtgateAddr(), "vtctld", c.VtctldAddr())
+	return nil
+}
+
+// ensureShardPrimaries creates the keyspaces if needed (durability none:
+// one tablet per shard, no semi-sync acks to wait for), starts one tablet
+// per shard in parallel and makes each the primary of its shard.
+func (c *Cluster) ensureShardPrimaries(ctx context.Context, shards [][2]string) ([]TabletRecord, error) {
+	recs := make([]TabletRecord, len(shards))
+	for i, ks := range shards {
+		keyspace, shard := ks[0], ks[1]
+		if _, err := c.vtctl(ctx, "GetKeyspace", keyspace); err != nil {
+			if !isNotFound(err) {
+				return nil, err
+			}
+			c.log.Info("creating keyspace", "keyspace", keyspace)
+			if _, err := c.vtctl(ctx, "CreateKeyspace", "--durability-policy=none", keyspace); err != nil {
+				return nil, err
+			}
+		}
+		uid, err := c.assignUID(keyspace, shard)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = TabletRecord{UID: uid, Keyspace: keyspace, Shard: shard}
+	}
+	if err := c.startTablets(ctx, recs); err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if err := c.ensurePrimary(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// moveCustomerTables runs the example's steps 202–205: MoveTables customer
+// and corder from commerce to customer, switch all traffic, complete. It
+// resumes a workflow left half-way by an interrupted Up.
+func (c *Cluster) moveCustomerTables(ctx context.Context) error {
+	const wf = "commerce2customer"
+	w, err := c.workflow(ctx, "customer", wf)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		vs, err := c.getVSchema(ctx, "customer")
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if vs != nil {
+			if _, moved := vs.Tables["customer"]; moved {
+				return nil
+			}
+		}
+		if err := c.waitVReplicationOpen(ctx, "customer"); err != nil {
+			return err
+		}
+		c.log.Info("MoveTables commerce → customer", "workflow", wf, "tables", "customer,corder")
+		if _, err := c.vtctl(ctx, "MoveTables", "--workflow", wf, "--target-keyspace", "customer", "create",
+			"--source-keyspace", "commerce", "--tables", "customer,corder"); err != nil {
+			return err
+		}
+	}
+	if err := c.waitCaughtUp(ctx, "customer", wf); err != nil {
+		return err
+	}
+	if err := c.switchTraffic(ctx, "customer", wf); err != nil {
+		return err
+	}
+	return c.complete(ctx, "customer", wf)
+}
+
+// shardCustomerVSchema runs the example's step 301: sequence tables in
+// commerce, customer/corder without MySQL auto_increment, and the sharded
+// vschema on customer (still one shard, "0") so that it can be resharded
+// and inserts get ids from the sequences. The customer vschema is applied
+// last: its being sharded marks the step done.
+func (c *Cluster) shardCustomerVSchema(ctx context.Context, example func(string) string) error {
+	vs, err := c.getVSchema(ctx, "customer")
+	if err != nil {
+		return err
+	}
+	if vs.Sharded {
+		return nil
+	}
+	c.log.Info("creating sequences and the sharded customer vschema")
+	seq, err := os.ReadFile(example("create_commerce_seq.sql"))
+	if err != nil {
+		return err
+	}
+	// "insert ignore" so that a re-run after a failure half-way is harmless.
+	seqSQL := regexp.MustCompile(`(?i)\binsert\s+into\b`).ReplaceAllString(string(seq), "insert ignore into")
+	steps := [][]string{
+		{"ApplySchema", "--sql", seqSQL, "commerce"},
+		{"ApplyVSchema", "--vschema-file", example("vschema_commerce_seq.json"), "commerce"},
+		{"ApplySchema", "--sql-file", example("create_customer_sharded.sql"), "customer"},
+		{"ApplyVSchema", "--vschema-file", example("vschema_customer_sharded.json"), "customer"},
+	}
+	for _, s := range steps {
+		if _, err := c.vtctl(ctx, s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Down stops every cluster process (gracefully, then by force) and deletes
+// the data root. Processes are found by the pid files in the data root and,
+// for anything left, by the data root path in their command line.
+func (c *Cluster) Down(ctx context.Context) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := time.Now()
+	var errs []error
+	if pid := c.daemonPid(vtgateD); pid != 0 {
+		c.log.Info("stopping vtgate", "pid", pid)
+		errs = append(errs, stopPid(ctx, pid, "vtgate", 20*time.Second))
+	}
+	uids := c.tabletUIDsOnDisk()
+	var wg sync.WaitGroup
+	tabErrs := make([]error, len(uids))
+	for i, uid := range uids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tabErrs[i] = c.stopTabletProcs(ctx, uid)
+		}()
+	}
+	wg.Wait()
+	errs = append(errs, tabErrs...)
+	for _, d := range []daemon{vtctldD, etcdD} {
+		if pid := c.daemonPid(d); pid != 0 {
+			c.log.Info("stopping "+d.name, "pid", pid)
+			errs = append(errs, stopPid(ctx, pid, d.name, 20*time.Second))
+		}
+	}
+	for _, pid := range pidsMentioning(c.dataRoot) {
+		c.log.Warn("stopping leftover process", "pid", pid)
+		errs = append(errs, stopPid(ctx, pid, c.dataRoot, 10*time.Second))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping the cluster (data root kept): %w", err)
+	}
+	if err := os.RemoveAll(c.dataRoot); err != nil {
+		return err
+	}
+	c.log.Info("cluster down, data root removed", "data_root", c.dataRoot, "took", since(start))
+	return nil
+}
+
+// tabletUIDsOnDisk lists the uids of all tablet directories, recorded or
+// not, so that Down also stops tablets whose record was lost.
+func (c *Cluster) tabletUIDsOnDisk() []int {
+	dirs, _ := filepath.Glob(filepath.Join(c.dataRoot, "vt_*"))
+	var uids []int
+	for _, d := range dirs {
+		if uid, err := strconv.Atoi(strings.TrimLeft(strings.TrimPrefix(filepath.Base(d), "vt_"), "0")); err == nil {
+			uids = append(uids, uid)
+		}
+	}
+	return uids
+}
