@@ -41,14 +41,24 @@ type Record struct {
 }
 
 // Entry is one element of an append-only log. Seq starts at 1 and grows by
-// one per appended value; it is never reused, even after TrimLog.
+// one per appended value; it is never reused, even after TrimLog trims the
+// log empty. Only DeleteLog resets the numbering: a log appended to after
+// DeleteLog starts again at 1, so callers that keep positions in a log must
+// forget them when they delete it.
 type Entry struct {
 	Seq   uint64
 	Value []byte
 }
 
 // Lease is a held lease. Token is the fencing token: it grows every time the
-// lease changes hands, so a write carrying an older token can be refused.
+// lease is acquired (by anyone, including the same holder again) and is never
+// reused for that lease name, even after release, so a write carrying an
+// older token can be refused. Tokens of different lease names are unrelated.
+//
+// Expires is computed on the store's clock (the Redis server's clock, or the
+// local clock for the embedded store). Holders should schedule renewals from
+// their own monotonic timer (e.g. renew every ttl/3 after acquiring) rather
+// than by comparing Expires with their wall clock.
 type Lease struct {
 	Name    string
 	Holder  string
@@ -58,9 +68,16 @@ type Lease struct {
 
 // Store is the durable state shared by all gateway replicas.
 //
-// Namespaces (ns) and log names are short ASCII identifiers chosen by the
-// caller (e.g. "streams", "cursors/orders"); keys are arbitrary strings.
-// All methods are safe for concurrent use.
+// Namespaces (ns), log names, lease names and holders are short non-empty
+// identifiers chosen by the caller (e.g. "streams", "cursors/orders"); an
+// empty one is rejected with an error. Keys and values are arbitrary bytes
+// (the empty key included). All methods are safe for concurrent use. Context
+// cancellation is honoured before a call reaches the store; a write that has
+// been sent may still take effect.
+//
+// A lease is held only while it is unexpired: once its expiry passes, fenced
+// writes with its token fail and it can no longer be renewed, even if nobody
+// has taken it over yet.
 type Store interface {
 	// Get returns the value of key in ns, or ErrNotFound.
 	Get(ctx context.Context, ns, key string) ([]byte, error)
@@ -81,32 +98,43 @@ type Store interface {
 	PutFenced(ctx context.Context, ns, key string, val []byte, lease string, token uint64) error
 
 	// Append adds values to the end of the named log atomically and returns
-	// the sequence number of the last one.
+	// the sequence number of the last one. The values get consecutive
+	// sequence numbers. With no values it writes nothing and returns the last
+	// sequence number handed out (0 for a log that does not exist).
 	Append(ctx context.Context, log string, vals ...[]byte) (uint64, error)
-	// ReadLog returns up to limit entries with Seq > after, in order. A log
-	// that does not exist reads as empty.
+	// ReadLog returns up to limit entries with Seq > after, in order; limit
+	// <= 0 means no limit. A log that does not exist reads as empty.
 	ReadLog(ctx context.Context, log string, after uint64, limit int) ([]Entry, error)
-	// TrimLog drops every entry with Seq <= upTo.
+	// TrimLog drops every entry with Seq <= upTo. Trimming a log that does
+	// not exist, or past its end, is not an error; sequence numbers already
+	// handed out are still never reused.
 	TrimLog(ctx context.Context, log string, upTo uint64) error
-	// DeleteLog removes the log and all its entries.
+	// DeleteLog removes the log and all its entries, and resets its sequence
+	// numbering. Deleting a missing log is not an error.
 	DeleteLog(ctx context.Context, log string) error
 	// LogLen returns the number of entries currently in the log.
 	LogLen(ctx context.Context, log string) (int, error)
 
 	// AcquireLease takes the named lease for holder for ttl if it is free or
 	// expired (or already held by holder, which then gets a new token). It
-	// returns ErrLeaseHeld while another holder's lease is unexpired.
+	// returns ErrLeaseHeld while another holder's lease is unexpired. ttl must
+	// be at least a millisecond.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
-	// RenewLease extends a held lease; ErrLeaseLost if it is no longer held
-	// with that token.
+	// RenewLease extends a held lease to expire ttl from now; ErrLeaseLost if
+	// it is no longer held with that token or has expired. The token is kept.
 	RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// ReleaseLease gives a held lease up early; ErrLeaseLost if it was lost.
+	// A lease that expired without being taken over is still removed (nobody
+	// else holds it), but the call reports ErrLeaseLost because the caller's
+	// fenced writes were already being refused.
 	ReleaseLease(ctx context.Context, l Lease) error
-	// GetLease returns the current lease (possibly expired) or ErrNotFound.
+	// GetLease returns the current lease (possibly expired) or ErrNotFound if
+	// it was never acquired or has been released.
 	GetLease(ctx context.Context, name string) (Lease, error)
 
 	// Ping reports whether the store is reachable (used by /readyz).
 	Ping(ctx context.Context) error
-	// Close releases resources. The Store must not be used afterwards.
+	// Close releases resources. The Store must not be used afterwards: every
+	// method then returns ErrClosed. Closing twice is harmless.
 	Close() error
 }
