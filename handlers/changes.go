@@ -118,7 +118,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 		if err != nil {
 			if ctx.Err() == nil && wctx.Err() != nil {
 				// Timed out: nothing new.
-				b.upToDate = true
+				b.upToDate = s.CaughtUp() || wait > 0
 				break
 			}
 			return nil, err
@@ -137,7 +137,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 			break // deliver what we have; the error recurs on the next request
 		}
 		if !ok {
-			b.upToDate = true
+			b.upToDate = s.CaughtUp()
 			break
 		}
 		add(d)

@@ -117,6 +117,8 @@ func (h *Hub) Subscribe(def *streams.Definition, from *binlogdatapb.VGtid, token
 		r:     h.src.Open(h.ctx, spec, from),
 		pos:   from,
 		token: token,
+		// A reader that starts at "now" is at the live end by definition.
+		caughtUp: !concrete(from) && !copying(from),
 	}
 }
 

@@ -26,6 +26,28 @@ type Subscription struct {
 	token  string
 	failed bool
 	seen   bool // a delivery was made
+	// caughtUp: the last delivery was at the head of the binlog (a
+	// heartbeat, or a commit seen within caughtUpLag of being made) and
+	// no copy phase is running.
+	caughtUp bool
+}
+
+// caughtUpLag is how old a commit may be when read and still count as live.
+// Commit timestamps have whole-second resolution, hence two seconds.
+const caughtUpLag = 2
+
+// CaughtUp reports whether the subscription has reached the live end of
+// the stream (as far as the last delivery tells).
+func (s *Subscription) CaughtUp() bool { return s.caughtUp && !copying(s.pos) }
+
+// copying reports whether a position is inside a copy phase.
+func copying(v *binlogdatapb.VGtid) bool {
+	for _, sg := range v.GetShardGtids() {
+		if sg.Gtid == "" || len(sg.TablePKs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Fresh reports whether nothing has been delivered yet.
@@ -98,6 +120,12 @@ func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 
 func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery, error) {
 	s.seen = true
+	switch {
+	case txn.Heartbeat:
+		s.caughtUp = true
+	case txn.CommitTS > 0:
+		s.caughtUp = txn.Received.Unix()-txn.CommitTS <= caughtUpLag
+	}
 	if txn.Heartbeat && s.token != "" {
 		return &Delivery{Txn: txn, Cursor: s.token}, nil
 	}
