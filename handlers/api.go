@@ -13,9 +13,6 @@ import (
 	"net/http"
 	"time"
 
-	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
-
-	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -112,42 +109,14 @@ func quote(s string) string {
 	return string(b)
 }
 
-// position is where a reader starts.
-type position struct {
-	vgtid *binlogdatapb.VGtid // nil: the stream's start
-	token string              // the token it came from, if any
-}
-
-// resolve picks the start position: an explicit cursor token wins, then
-// the named subscriber's stored cursor, then the stream's start.
-func (a *API) resolve(ctx context.Context, def *streams.Definition, token, subscriber string) (position, error) {
-	if token != "" {
-		v, err := a.Hub.Codec().Decode(ctx, def.Name, token)
-		if err != nil {
-			var ce *cursor.Error
-			msg := err.Error()
-			if errors.As(err, &ce) {
-				msg = ce.Error()
-			}
-			return position{}, apiErr(http.StatusBadRequest, "invalid_cursor", msg)
-		}
-		return position{vgtid: v, token: token}, nil
+// open resolves where a reader starts and opens its subscription.
+func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber string) (*hub.Subscription, error) {
+	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber})
+	var ce *hub.CursorError
+	if errors.As(err, &ce) {
+		return nil, apiErr(http.StatusBadRequest, "invalid_cursor", ce.Error())
 	}
-	if subscriber != "" {
-		st, err := a.Cursors.Get(ctx, def.Name, subscriber)
-		switch {
-		case err == nil:
-			tok, err := a.Hub.Codec().Encode(ctx, def.Name, st.VGtid)
-			if err != nil {
-				return position{}, err
-			}
-			return position{vgtid: st.VGtid, token: tok}, nil
-		case errors.Is(err, store.ErrNotFound):
-		default:
-			return position{}, err
-		}
-	}
-	return position{}, nil
+	return s, err
 }
 
 // subscriberParam validates the optional subscriber query parameter.

@@ -46,13 +46,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	pos, err := a.resolve(ctx, def, q.Get("cursor"), sub)
+	s, err := a.open(ctx, def, q.Get("cursor"), sub)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
 	}
 	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
 	b, err := a.collect(ctx, s, limit, wait, ndjson)
 	if err != nil {
 		s.Close()

@@ -41,7 +41,7 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pos, err := a.resolve(ctx, def, token, sub)
+	s, err := a.open(ctx, def, token, sub)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
@@ -63,7 +63,6 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	bw.WriteString("retry: 1000\n\n")
 	out.flush()
 
-	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
 	defer s.Close()
 	err = pump(ctx, s, out, a.Limits.CursorHeartbt)
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {

@@ -49,7 +49,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	pos, err := a.resolve(ctx, def, r.URL.Query().Get("cursor"), sub)
+	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
@@ -60,6 +60,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
+		s.Close()
 		return // Accept wrote the HTTP error
 	}
 	defer c.CloseNow()
@@ -67,13 +68,12 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := a.Hub.Subscribe(def, pos.vgtid, pos.token)
 	defer s.Close()
 
 	queue := make(chan wsMessage, a.Limits.WSQueue)
 	var written atomic.Pointer[string] // cursor of the last whole transaction written
-	if pos.token != "" {
-		written.Store(&pos.token)
+	if tok, _ := s.Cursor(ctx); tok != "" {
+		written.Store(&tok)
 	}
 	closeWith := make(chan closeReq, 1)
 

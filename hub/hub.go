@@ -33,6 +33,7 @@ type Hub struct {
 	src     Opener
 	codec   *cursor.Codec
 	st      store.Store
+	cursors *Cursors
 	log     *slog.Logger
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -61,7 +62,7 @@ func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d }
 func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		src: src, codec: codec, st: st, log: slog.Default(),
+		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		parked: map[string]*parked{},
 	}
@@ -95,7 +96,7 @@ func StartPosition(def *streams.Definition) *binlogdatapb.VGtid {
 	return source.StartNow(def.Keyspace)
 }
 
-// Subscribe opens a subscription on def from position from (nil: the
+// Subscribe opens a subscription at a position already resolved on def from position from (nil: the
 // stream's start). If token is not empty and a parked subscription stopped
 // exactly there, it is reused.
 func (h *Hub) Subscribe(def *streams.Definition, from *binlogdatapb.VGtid, token string) *Subscription {

@@ -71,7 +71,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	s.api = &handlers.API{
 		Streams: reg,
 		Hub:     s.hub,
-		Cursors: hub.NewCursors(st),
+		Cursors: s.hub.Cursors(),
 		Store:   st,
 		Log:     log,
 		Limits:  handlers.DefaultLimits(),

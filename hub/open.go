@@ -1,0 +1,59 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/store"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// From says where a reader starts: an explicit cursor token wins, then the
+// named subscriber's stored cursor, then the stream's start.
+type From struct {
+	Token      string
+	Subscriber string
+}
+
+// CursorError is a token that cannot be used (malformed, forged, foreign).
+type CursorError struct{ Err error }
+
+func (e *CursorError) Error() string { return e.Err.Error() }
+func (e *CursorError) Unwrap() error { return e.Err }
+
+// Open returns a subscription on def positioned per from. Before the VStream
+// is opened the position is checked against the keyspace's shards and, if
+// the reshard rules require it, rebuilt (see rebuild.go).
+func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Subscription, error) {
+	var (
+		pos   *binlogdatapb.VGtid
+		token = from.Token
+	)
+	switch {
+	case from.Token != "":
+		v, err := h.codec.Decode(ctx, def.Name, from.Token)
+		if err != nil {
+			return nil, &CursorError{Err: err}
+		}
+		pos = v
+	case from.Subscriber != "":
+		st, err := h.cursors.Get(ctx, def.Name, from.Subscriber)
+		switch {
+		case err == nil:
+			pos = st.VGtid
+			if token, err = h.codec.Encode(ctx, def.Name, pos); err != nil {
+				return nil, err
+			}
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			return nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
+		}
+	}
+	return h.Subscribe(def, pos, token), nil
+}
+
+// Cursors returns the subscriber cursor repository.
+func (h *Hub) Cursors() *Cursors { return h.cursors }
