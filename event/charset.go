@@ -24,7 +24,14 @@ type textCodec struct {
 	table *[256]rune
 	// multi decodes the multi-byte non-UTF-8 character sets (ucs2, utf16,
 	// utf32, sjis, gb18030, ...).
-	multi charset.Charset
+	multi runeDecoder
+}
+
+// runeDecoder is the part of charset.Charset the encoder uses. DecodeRune
+// returns the first character of its input, its width in bytes, and
+// whether it was well-formed.
+type runeDecoder interface {
+	DecodeRune([]byte) (rune, int, bool)
 }
 
 // utf8Codec is used for utf8mb3/utf8mb4 and for any collation id this
@@ -71,7 +78,7 @@ func newCodec(name string) *textCodec {
 		}
 		return &textCodec{name: name, table: t}
 	}
-	var cs charset.Charset
+	var cs runeDecoder
 	switch name {
 	case "ucs2":
 		cs = charset.Charset_ucs2{}
@@ -97,10 +104,10 @@ func newCodec(name string) *textCodec {
 		// GBK is a subset of GB18030 (same byte sequences for the same
 		// characters), so the GB18030 decoder reads GBK text.
 		cs = charset.Charset_gb18030{}
+	case "big5":
+		cs = big5Placeholder{}
 	default:
-		// big5 has no decoder available here: its ASCII survives and the
-		// rest becomes U+FFFD through the UTF-8 path.
-		return &textCodec{name: name}
+		return utf8Codec
 	}
 	return &textCodec{name: name, multi: cs}
 }
@@ -145,4 +152,22 @@ func (c *textCodec) appendMulti(dst, v []byte) []byte {
 		v = v[w:]
 	}
 	return dst
+}
+
+// big5Placeholder reads Big5 text without a conversion table (Vitess has
+// none): ASCII is kept and each double-byte character becomes one U+FFFD,
+// so the text's shape survives and nothing is mis-decoded as UTF-8.
+type big5Placeholder struct{}
+
+func (big5Placeholder) DecodeRune(p []byte) (rune, int, bool) {
+	switch {
+	case len(p) == 0:
+		return utf8.RuneError, 0, false
+	case p[0] < utf8.RuneSelf:
+		return rune(p[0]), 1, true
+	case p[0] >= 0x81 && p[0] <= 0xfe && len(p) >= 2 &&
+		(p[1] >= 0x40 && p[1] <= 0x7e || p[1] >= 0xa1 && p[1] <= 0xfe):
+		return utf8.RuneError, 2, false
+	}
+	return utf8.RuneError, 1, false
 }
