@@ -19,6 +19,7 @@ const binaryCollation = 63
 
 // textCodec writes the bytes of one character set as a JSON string body.
 type textCodec struct {
+	// name is the character set, for diagnostics.
 	name string
 	// table maps each byte of an 8-bit character set to its character.
 	table *[256]rune
