@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,11 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	sub, err := subscriberParam(r)
 	if err != nil {
 		WriteError(w, a.Log, err)
+		return
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		w.Header().Set("Upgrade", "websocket")
+		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
 		return
 	}
 	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub)
