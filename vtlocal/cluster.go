@@ -69,6 +69,7 @@ type Cluster struct {
 	runUser  string
 	log      *slog.Logger
 	timeout  time.Duration
+	offset   int // added to every port, see WithPortOffset
 }
 
 // Option configures a Cluster.
@@ -88,6 +89,12 @@ func WithRunUser(name string) Option { return func(c *Cluster) { c.runUser = nam
 
 // WithLogger sets the progress logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *Cluster) { c.log = l } }
+
+// WithPortOffset adds n to every port (etcd, vtctld, vtgate, tablets), so
+// that a second, private cluster (with its own data root) can run next to
+// the shared one; tests that reshard use it to leave the shared cluster
+// alone. The default, 0, gives the example's ports.
+func WithPortOffset(n int) Option { return func(c *Cluster) { c.offset = n } }
 
 // WithStepTimeout bounds each individual wait (a tablet becoming primary, a
 // copy phase finishing, ...). The default, 3 minutes, is generous for a
@@ -159,19 +166,30 @@ func (c *Cluster) DataRoot() string { return c.dataRoot }
 func (c *Cluster) BinDir() string { return c.binDir }
 
 // MySQLAddr is vtgate's MySQL protocol address (user root, no password).
-func (c *Cluster) MySQLAddr() string { return fmt.Sprintf("127.0.0.1:%d", VtgateMySQLPort) }
+func (c *Cluster) MySQLAddr() string { return fmt.Sprintf("127.0.0.1:%d", c.port(VtgateMySQLPort)) }
 
 // VtgateAddr is vtgate's gRPC address (VStream, Execute).
-func (c *Cluster) VtgateAddr() string { return fmt.Sprintf("localhost:%d", VtgateGRPCPort) }
+func (c *Cluster) VtgateAddr() string { return fmt.Sprintf("localhost:%d", c.port(VtgateGRPCPort)) }
 
 // VtctldAddr is vtctld's gRPC address, for vtctldclient --server.
-func (c *Cluster) VtctldAddr() string { return fmt.Sprintf("localhost:%d", VtctldGRPCPort) }
+func (c *Cluster) VtctldAddr() string { return fmt.Sprintf("localhost:%d", c.port(VtctldGRPCPort)) }
+
+// EtcdAddr is the topology server's client address.
+func (c *Cluster) EtcdAddr() string { return fmt.Sprintf("localhost:%d", c.port(EtcdClientPort)) }
+
+// port maps one of the default ports to this cluster's.
+func (c *Cluster) port(p int) int { return p + c.offset }
+
+// Tablet ports for uid.
+func (c *Cluster) tabletWebPort(uid int) int   { return c.port(tabletWebBase + uid) }
+func (c *Cluster) tabletGRPCPort(uid int) int  { return c.port(tabletGRPCBase + uid) }
+func (c *Cluster) tabletMySQLPort(uid int) int { return c.port(tabletMySQLBase + uid) }
 
 // TopoFlags are the flags every Vitess binary needs to find the topology.
-func TopoFlags() []string {
+func (c *Cluster) TopoFlags() []string {
 	return []string{
 		"--topo-implementation", "etcd2",
-		"--topo-global-server-address", fmt.Sprintf("localhost:%d", EtcdClientPort),
+		"--topo-global-server-address", c.EtcdAddr(),
 		"--topo-global-root", "/vitess/global",
 	}
 }

@@ -3,6 +3,7 @@ package vtlocal
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,18 +101,31 @@ func (c *Cluster) waitHTTP(ctx context.Context, what, url string, alive func() e
 	return nil
 }
 
-// daemon describes one of the singleton processes.
-type daemon struct {
-	name    string // pid/log file base name and the binary's name
-	webPort int
-	ports   []int
-}
+// daemon is one of the singleton processes; its name is the pid/log file
+// base name and the binary's name.
+type daemon struct{ name string }
 
 var (
-	etcdD   = daemon{name: "etcd", webPort: EtcdClientPort, ports: []int{EtcdClientPort, EtcdPeerPort}}
-	vtctldD = daemon{name: "vtctld", webPort: VtctldWebPort, ports: []int{VtctldWebPort, VtctldGRPCPort}}
-	vtgateD = daemon{name: "vtgate", webPort: VtgateWebPort, ports: []int{VtgateWebPort, VtgateGRPCPort, VtgateMySQLPort}}
+	etcdD   = daemon{name: "etcd"}
+	vtctldD = daemon{name: "vtctld"}
+	vtgateD = daemon{name: "vtgate"}
 )
+
+func (c *Cluster) daemonPorts(d daemon) []int {
+	var ports []int
+	switch d {
+	case etcdD:
+		ports = []int{EtcdClientPort, EtcdPeerPort}
+	case vtctldD:
+		ports = []int{VtctldWebPort, VtctldGRPCPort}
+	case vtgateD:
+		ports = []int{VtgateWebPort, VtgateGRPCPort, VtgateMySQLPort}
+	}
+	for i := range ports {
+		ports[i] = c.port(ports[i])
+	}
+	return ports
+}
 
 func (c *Cluster) daemonPid(d daemon) int {
 	pid := readPid(c.pidFile(d.name))
@@ -125,27 +139,27 @@ func (c *Cluster) daemonPid(d daemon) int {
 // registers the cell.
 func (c *Cluster) startEtcd(ctx context.Context) error {
 	if c.daemonPid(etcdD) == 0 {
-		if code, _, err := httpGet(ctx, fmt.Sprintf("http://localhost:%d/health", EtcdClientPort)); err == nil {
-			return fmt.Errorf("something not started by vtlocal already answers on port %d (HTTP %d); stop it first", EtcdClientPort, code)
+		if code, _, err := httpGet(ctx, fmt.Sprintf("http://localhost:%d/health", c.port(EtcdClientPort))); err == nil {
+			return fmt.Errorf("something not started by vtlocal already answers on port %d (HTTP %d); stop it first", c.port(EtcdClientPort), code)
 		}
 		if err := c.mkdirOwned(filepath.Join(c.dataRoot, "etcd")); err != nil {
 			return err
 		}
-		client := fmt.Sprintf("http://localhost:%d", EtcdClientPort)
-		c.log.Info("starting etcd", "port", EtcdClientPort)
+		client := fmt.Sprintf("http://localhost:%d", c.port(EtcdClientPort))
+		c.log.Info("starting etcd", "port", c.port(EtcdClientPort))
 		if _, err := c.startDaemon(ctx, "etcd", c.logFile("etcd"), c.pidFile("etcd"),
 			"--name", "vtlocal",
 			"--data-dir", filepath.Join(c.dataRoot, "etcd"),
 			"--listen-client-urls", client,
 			"--advertise-client-urls", client,
-			"--listen-peer-urls", fmt.Sprintf("http://localhost:%d", EtcdPeerPort),
-			"--initial-advertise-peer-urls", fmt.Sprintf("http://localhost:%d", EtcdPeerPort),
-			"--initial-cluster", fmt.Sprintf("vtlocal=http://localhost:%d", EtcdPeerPort),
+			"--listen-peer-urls", fmt.Sprintf("http://localhost:%d", c.port(EtcdPeerPort)),
+			"--initial-advertise-peer-urls", fmt.Sprintf("http://localhost:%d", c.port(EtcdPeerPort)),
+			"--initial-cluster", fmt.Sprintf("vtlocal=http://localhost:%d", c.port(EtcdPeerPort)),
 		); err != nil {
 			return err
 		}
 	}
-	if err := c.waitHTTP(ctx, "etcd", fmt.Sprintf("http://localhost:%d/health", EtcdClientPort), func() error {
+	if err := c.waitHTTP(ctx, "etcd", fmt.Sprintf("http://localhost:%d/health", c.port(EtcdClientPort)), func() error {
 		if c.daemonPid(etcdD) == 0 {
 			return errors.New("etcd exited")
 		}
@@ -156,7 +170,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	// Register the cell through the topology directly ("--server internal"):
 	// vtctld is not running yet and needs the cell to exist.
 	internal := func(args ...string) ([]byte, error) {
-		full := append([]string{"--server", "internal"}, TopoFlags()...)
+		full := append([]string{"--server", "internal"}, c.TopoFlags()...)
 		return c.run(ctx, nil, filepath.Join(c.binDir, "vtctldclient"), append(full, args...)...)
 	}
 	if out, err := internal("GetCellInfoNames"); err == nil && strings.Contains(string(out), Cell) {
@@ -164,27 +178,27 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	c.log.Info("adding cell", "cell", Cell)
 	_, err := internal("AddCellInfo", "--root", "/vitess/"+Cell,
-		"--server-address", fmt.Sprintf("localhost:%d", EtcdClientPort), Cell)
+		"--server-address", fmt.Sprintf("localhost:%d", c.port(EtcdClientPort)), Cell)
 	return err
 }
 
 func (c *Cluster) startVtctld(ctx context.Context) error {
 	if c.daemonPid(vtctldD) == 0 {
-		c.log.Info("starting vtctld", "web", VtctldWebPort, "grpc", VtctldGRPCPort)
-		args := append(TopoFlags(),
+		c.log.Info("starting vtctld", "web", c.port(VtctldWebPort), "grpc", c.port(VtctldGRPCPort))
+		args := append(c.TopoFlags(),
 			"--config-file-not-found-handling=ignore",
 			"--log-format", "text",
 			"--service-map", "grpc-vtctl,grpc-vtctld",
 			"--backup-storage-implementation", "file",
 			"--file-backup-storage-root", filepath.Join(c.dataRoot, "backups"),
-			"--port", strconv.Itoa(VtctldWebPort),
-			"--grpc-port", strconv.Itoa(VtctldGRPCPort),
+			"--port", strconv.Itoa(c.port(VtctldWebPort)),
+			"--grpc-port", strconv.Itoa(c.port(VtctldGRPCPort)),
 		)
 		if _, err := c.startDaemon(ctx, filepath.Join(c.binDir, "vtctld"), c.logFile("vtctld"), c.pidFile("vtctld"), args...); err != nil {
 			return err
 		}
 	}
-	if err := c.waitHTTP(ctx, "vtctld", fmt.Sprintf("http://localhost:%d/debug/status", VtctldWebPort), func() error {
+	if err := c.waitHTTP(ctx, "vtctld", fmt.Sprintf("http://localhost:%d/debug/status", c.port(VtctldWebPort)), func() error {
 		if c.daemonPid(vtctldD) == 0 {
 			return errors.New("vtctld exited")
 		}
@@ -202,13 +216,13 @@ func (c *Cluster) startVtgate(ctx context.Context) error {
 	if c.daemonPid(vtgateD) != 0 {
 		return nil
 	}
-	c.log.Info("starting vtgate", "web", VtgateWebPort, "grpc", VtgateGRPCPort, "mysql", c.MySQLAddr())
-	args := append(TopoFlags(),
+	c.log.Info("starting vtgate", "web", c.port(VtgateWebPort), "grpc", c.port(VtgateGRPCPort), "mysql", c.MySQLAddr())
+	args := append(c.TopoFlags(),
 		"--config-file-not-found-handling=ignore",
 		"--log-format", "text",
-		"--port", strconv.Itoa(VtgateWebPort),
-		"--grpc-port", strconv.Itoa(VtgateGRPCPort),
-		"--mysql-server-port", strconv.Itoa(VtgateMySQLPort),
+		"--port", strconv.Itoa(c.port(VtgateWebPort)),
+		"--grpc-port", strconv.Itoa(c.port(VtgateGRPCPort)),
+		"--mysql-server-port", strconv.Itoa(c.port(VtgateMySQLPort)),
 		"--mysql-server-bind-address", "127.0.0.1",
 		"--mysql-auth-server-impl", "none",
 		"--cell", Cell,
@@ -230,7 +244,7 @@ func (c *Cluster) startVtgate(ctx context.Context) error {
 // tables: its web port comes up before it has seen the tablets, so a
 // client connecting right after start would get "no healthy tablet".
 func (c *Cluster) waitVtgate(ctx context.Context, probes []string) error {
-	if err := c.waitHTTP(ctx, "vtgate", fmt.Sprintf("http://localhost:%d/debug/status", VtgateWebPort), func() error {
+	if err := c.waitHTTP(ctx, "vtgate", fmt.Sprintf("http://localhost:%d/debug/status", c.port(VtgateWebPort)), func() error {
 		if c.daemonPid(vtgateD) == 0 {
 			return errors.New("vtgate exited")
 		}
@@ -303,20 +317,37 @@ func (c *Cluster) RestartVtgate(ctx context.Context) error {
 // probes are cheap queries proving vtgate routes to every keyspace: a
 // count over one table of each keyspace needs a healthy primary in every
 // serving shard (a query on dual would be answered by vtgate itself).
+// Keyspaces with a stopped tablet (StopTablet) are skipped: vtgate cannot
+// serve them until the tablet is back.
 func (c *Cluster) probes(ctx context.Context) []string {
 	ks, err := c.keyspaces(ctx)
 	if err != nil {
 		return []string{"select 1 from dual"}
 	}
+	down := map[string]bool{}
+	if recs, err := c.Tablets(); err == nil {
+		for _, r := range recs {
+			if !c.vttabletAlive(r.UID) {
+				down[r.Keyspace] = true
+			}
+		}
+	}
 	var qs []string
 	for _, k := range ks {
+		if down[k] || !validIdent.MatchString(k) {
+			continue
+		}
 		vs, err := c.getVSchema(ctx, k)
-		if err != nil || !validIdent.MatchString(k) {
+		if err != nil {
 			continue
 		}
 		var names []string
 		for t, raw := range vs.Tables {
-			if validIdent.MatchString(t) && !strings.Contains(string(raw), `"sequence"`) {
+			var def struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(raw, &def)
+			if validIdent.MatchString(t) && def.Type != "sequence" {
 				names = append(names, t)
 			}
 		}

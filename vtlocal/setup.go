@@ -97,15 +97,26 @@ func (c *Cluster) EnsureBinaries(ctx context.Context) error {
 	}
 	c.log.Info("building vitess binaries (cold build takes ~5 min on 2 cores)", "version", m.Version, "dir", c.binDir)
 	start := time.Now()
-	args := []string{"install"}
-	for _, b := range Binaries {
-		args = append(args, vitessModule+"/go/cmd/"+b+"@"+m.Version)
+	// Build inside a throw-away module that requires only Vitess: the
+	// project's go.mod and go.sum stay untouched, and `go install
+	// pkg@version` is refused because Vitess's go.mod has exclude
+	// directives.
+	tmp, err := os.MkdirTemp("", "vtlocal-build-")
+	if err != nil {
+		return err
 	}
-	// `go install pkg@version` builds Vitess as its own main module: the
-	// project's go.mod and go.sum are neither used nor modified.
+	defer os.RemoveAll(tmp)
+	mod := fmt.Sprintf("module vtlocal-build\n\ngo 1.21\n\nrequire %s %s\n", vitessModule, m.Version)
+	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte(mod), 0o644); err != nil {
+		return err
+	}
+	args := []string{"build", "-o", c.binDir + string(filepath.Separator)}
+	for _, b := range Binaries {
+		args = append(args, vitessModule+"/go/cmd/"+b)
+	}
 	cmd := exec.CommandContext(ctx, goTool(), args...)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GOBIN="+c.binDir, "GOFLAGS=", "GOWORK=off")
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

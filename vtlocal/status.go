@@ -51,7 +51,7 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 	st := &Status{DataRoot: c.dataRoot}
 	for _, d := range []daemon{etcdD, vtctldD, vtgateD} {
 		pid := c.daemonPid(d)
-		st.Processes = append(st.Processes, Process{Name: d.name, PID: pid, Running: pid != 0, Ports: d.ports})
+		st.Processes = append(st.Processes, Process{Name: d.name, PID: pid, Running: pid != 0, Ports: c.daemonPorts(d)})
 	}
 	recs, err := c.Tablets()
 	if err != nil {
@@ -67,8 +67,8 @@ func (c *Cluster) Status(ctx context.Context) (*Status, error) {
 			my = 0
 		}
 		st.Processes = append(st.Processes,
-			Process{Name: fmt.Sprintf("vttablet-%d", r.UID), PID: vt, Running: vt != 0, Ports: []int{r.WebPort(), r.GRPCPort()}},
-			Process{Name: fmt.Sprintf("mysqld-%d", r.UID), PID: my, Running: my != 0, Ports: []int{r.MySQLPort()}})
+			Process{Name: fmt.Sprintf("vttablet-%d", r.UID), PID: vt, Running: vt != 0, Ports: []int{c.tabletWebPort(r.UID), c.tabletGRPCPort(r.UID)}},
+			Process{Name: fmt.Sprintf("mysqld-%d", r.UID), PID: my, Running: my != 0, Ports: []int{c.tabletMySQLPort(r.UID)}})
 	}
 	if c.daemonPid(vtctldD) == 0 {
 		st.TopoError = "vtctld is not running"

@@ -25,11 +25,6 @@ type TabletRecord struct {
 	Shard    string `json:"shard"`
 }
 
-// Ports of the tablet.
-func (r TabletRecord) WebPort() int   { return tabletWebBase + r.UID }
-func (r TabletRecord) GRPCPort() int  { return tabletGRPCBase + r.UID }
-func (r TabletRecord) MySQLPort() int { return tabletMySQLBase + r.UID }
-
 // Alias is the tablet's topology alias.
 func (r TabletRecord) Alias() string { return TabletAlias(r.UID) }
 
@@ -153,12 +148,12 @@ func (c *Cluster) startMySQL(ctx context.Context, r TabletRecord) error {
 	dir := c.tabletDir(r.UID)
 	logPath := c.logFile(fmt.Sprintf("mysqlctl_%d", r.UID))
 	common := []string{"--config-file-not-found-handling=ignore", "--log-format", "text",
-		"--tablet-uid", strconv.Itoa(r.UID), "--mysql-port", strconv.Itoa(r.MySQLPort())}
+		"--tablet-uid", strconv.Itoa(r.UID), "--mysql-port", strconv.Itoa(c.tabletMySQLPort(r.UID))}
 	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
-		c.log.Info("starting mysqld", "uid", r.UID, "port", r.MySQLPort())
+		c.log.Info("starting mysqld", "uid", r.UID, "port", c.tabletMySQLPort(r.UID))
 		return c.runLogged(ctx, logPath, filepath.Join(c.binDir, "mysqlctl"), append(common, "start")...)
 	}
-	c.log.Info("initialising mysqld", "uid", r.UID, "port", r.MySQLPort())
+	c.log.Info("initialising mysqld", "uid", r.UID, "port", c.tabletMySQLPort(r.UID))
 	err := c.runLogged(ctx, logPath, filepath.Join(c.binDir, "mysqlctl"),
 		append(common, "init", "--init-db-sql-file", c.initDBPath())...)
 	if err != nil {
@@ -178,8 +173,8 @@ func (c *Cluster) startMySQL(ctx context.Context, r TabletRecord) error {
 // until it answers on its web port and is registered in the topology.
 func (c *Cluster) startVttablet(ctx context.Context, r TabletRecord) error {
 	if !c.vttabletAlive(r.UID) {
-		c.log.Info("starting vttablet", "alias", r.Alias(), "keyspace", r.Keyspace, "shard", r.Shard, "port", r.WebPort())
-		args := append(TopoFlags(),
+		c.log.Info("starting vttablet", "alias", r.Alias(), "keyspace", r.Keyspace, "shard", r.Shard, "port", c.tabletWebPort(r.UID))
+		args := append(c.TopoFlags(),
 			"--config-file-not-found-handling=ignore",
 			"--log-format", "text",
 			"--tablet-path", r.Alias(),
@@ -188,8 +183,8 @@ func (c *Cluster) startVttablet(ctx context.Context, r TabletRecord) error {
 			"--init-shard", r.Shard,
 			"--init-tablet-type", "replica",
 			"--health-check-interval", "2s",
-			"--port", strconv.Itoa(r.WebPort()),
-			"--grpc-port", strconv.Itoa(r.GRPCPort()),
+			"--port", strconv.Itoa(c.tabletWebPort(r.UID)),
+			"--grpc-port", strconv.Itoa(c.tabletGRPCPort(r.UID)),
 			"--service-map", "grpc-queryservice,grpc-tabletmanager,grpc-updatestream",
 			"--heartbeat-on-demand-duration", "5s",
 			// Small pools: the defaults (16/200/20 plus app/dba pools) are
@@ -205,7 +200,7 @@ func (c *Cluster) startVttablet(ctx context.Context, r TabletRecord) error {
 			return err
 		}
 	}
-	url := fmt.Sprintf("http://localhost:%d/debug/status", r.WebPort())
+	url := fmt.Sprintf("http://localhost:%d/debug/status", c.tabletWebPort(r.UID))
 	if err := c.waitHTTP(ctx, "vttablet "+r.Alias(), url, func() error {
 		if !c.vttabletAlive(r.UID) {
 			return errors.New("vttablet exited")
@@ -265,7 +260,7 @@ func (c *Cluster) ensurePrimary(ctx context.Context, r TabletRecord) error {
 		return t.Type == "PRIMARY", nil
 	}
 	if ok, err := isPrimary(); err == nil && ok {
-		return nil
+		return c.setWritable(ctx, r)
 	}
 	s, err := c.shard(ctx, r.Keyspace, r.Shard)
 	if err != nil {
@@ -275,7 +270,7 @@ func (c *Cluster) ensurePrimary(ctx context.Context, r TabletRecord) error {
 		// A restarted primary promotes itself from the shard record; give
 		// it the chance instead of reparenting to itself.
 		if err := c.poll(ctx, 30*time.Second, r.Alias()+" to resume as primary", isPrimary); err == nil {
-			return nil
+			return c.setWritable(ctx, r)
 		}
 	}
 	c.log.Info("PlannedReparentShard", "shard", r.Keyspace+"/"+r.Shard, "primary", r.Alias())
@@ -285,11 +280,24 @@ func (c *Cluster) ensurePrimary(ctx context.Context, r TabletRecord) error {
 	return c.poll(ctx, c.timeout, r.Alias()+" primary of "+r.Keyspace+"/"+r.Shard, isPrimary)
 }
 
+// setWritable clears read_only on a primary's mysqld. A restarted primary
+// on MariaDB needs it: mysqld starts read-only (mysqlctl's mariadb10.cnf),
+// and vttablet, resuming as primary, first re-applies its sidecar schema
+// (it always sees a difference on MariaDB), which fails under read_only, so
+// the tablet stays NOT_SERVING for good. Neither Vitess remedy works on
+// MariaDB: SetWritable reads @@super_read_only and a reparent's
+// DemotePrimary calls regexp_like(), so read_only is cleared with plain SQL.
+// On a healthy primary this is a no-op.
+func (c *Cluster) setWritable(ctx context.Context, r TabletRecord) error {
+	_, err := c.vtctl(ctx, "ExecuteFetchAsDBA", r.Alias(), "SET GLOBAL read_only = OFF")
+	return err
+}
+
 // waitServing waits until the tablet's query service answers a query
 // (its /debug/health runs "select 1"), which holds for primaries of
 // serving shards only.
 func (c *Cluster) waitServing(ctx context.Context, r TabletRecord) error {
-	url := fmt.Sprintf("http://localhost:%d/debug/health", r.WebPort())
+	url := fmt.Sprintf("http://localhost:%d/debug/health", c.tabletWebPort(r.UID))
 	return c.poll(ctx, c.timeout, r.Alias()+" serving queries", func() (bool, error) {
 		code, body, err := httpGet(ctx, url)
 		if err != nil {

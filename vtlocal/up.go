@@ -59,13 +59,28 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	example := func(name string) string { return filepath.Join(m.Dir, "examples", "local", name) }
 
-	// Both keyspaces' tablets start together: mysqld initialisation
-	// (mysql_install_db) dominates Up and is independent per tablet.
-	tablets, err := c.ensureShardPrimaries(ctx, [][2]string{{"commerce", "0"}, {"customer", "0"}})
+	// Every shard's tablet starts together: mysqld initialisation
+	// (mysql_install_db) dominates Up and is independent per tablet. A
+	// keyspace that exists keeps its shards (Up after a reshard, or after
+	// a reboot killed the processes); a new one gets shard 0.
+	var want [][2]string
+	for _, ks := range []string{"commerce", "customer"} {
+		shards, err := c.shards(ctx, ks)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if len(shards) == 0 {
+			shards = []string{"0"}
+		}
+		for _, sh := range shards {
+			want = append(want, [2]string{ks, sh})
+		}
+	}
+	tablets, err := c.ensureShardPrimaries(ctx, want)
 	if err != nil {
 		return err
 	}
-	commerce, customer := tablets[0], tablets[1]
+	commerce := tablets[0]
 
 	// commerce: the example schema (step 101).
 	vs, err := c.getVSchema(ctx, "commerce")
@@ -91,8 +106,16 @@ func (c *Cluster) Up(ctx context.Context) error {
 
 	// customer/0 and the MoveTables of customer and corder into it
 	// (steps 201-205), then sequences and the sharded vschema (301).
-	if err := c.waitServing(ctx, customer); err != nil {
-		return err
+	for _, r := range tablets[1:] {
+		s, err := c.shard(ctx, r.Keyspace, r.Shard)
+		if err != nil {
+			return err
+		}
+		if s.Shard.IsPrimaryServing {
+			if err := c.waitServing(ctx, r); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.moveCustomerTables(ctx); err != nil {
 		return err
@@ -244,9 +267,11 @@ func (c *Cluster) Down(ctx context.Context) error {
 			errs = append(errs, stopPid(ctx, pid, d.name, 20*time.Second))
 		}
 	}
-	for _, pid := range pidsMentioning(c.dataRoot) {
+	// With the trailing slash, another cluster whose data root merely
+	// starts with the same name is left alone.
+	for _, pid := range pidsMentioning(c.dataRoot + "/") {
 		c.log.Warn("stopping leftover process", "pid", pid)
-		errs = append(errs, stopPid(ctx, pid, c.dataRoot, 10*time.Second))
+		errs = append(errs, stopPid(ctx, pid, c.dataRoot+"/", 10*time.Second))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping the cluster (data root kept): %w", err)

@@ -42,6 +42,7 @@ func main() {
 	fs := flag.NewFlagSet("vtlocal", flag.ExitOnError)
 	dataRoot := fs.String("data-root", vtlocal.DefaultDataRoot, "cluster data directory (deleted by down)")
 	binDir := fs.String("bin-dir", "", "Vitess binaries directory (default <repo>/.vitess/bin)")
+	portOffset := fs.Int("port-offset", 0, "add this to every port, to run a second cluster (with its own -data-root) next to the shared one")
 	timeout := fs.Duration("timeout", 15*time.Minute, "overall timeout (includes a cold binary build)")
 	verbose := fs.Bool("v", false, "debug logging")
 	fs.Usage = func() {
@@ -60,7 +61,7 @@ func main() {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := []vtlocal.Option{vtlocal.WithDataRoot(*dataRoot), vtlocal.WithLogger(logger)}
+	opts := []vtlocal.Option{vtlocal.WithDataRoot(*dataRoot), vtlocal.WithLogger(logger), vtlocal.WithPortOffset(*portOffset)}
 	if *binDir != "" {
 		opts = append(opts, vtlocal.WithBinDir(*binDir))
 	}
