@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
@@ -23,14 +26,15 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
-// newTestServer assembles the gateway's HTTP side over an embedded store,
-// without vtgate: the hub has no opener, so a request must never get as far
-// as opening a subscription. Every request these tests make fails or
-// succeeds before that point.
+// newTestServer assembles the gateway's HTTP side over an embedded store
+// and a vtgate address where nothing listens: subscriptions open (the
+// client connects lazily) but never deliver anything, which is all the
+// error paths, heartbeats and empty batches need.
 func newTestServer(t *testing.T) (*Server, *cursor.Codec) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"))
@@ -43,19 +47,39 @@ func newTestServer(t *testing.T) (*Server, *cursor.Codec) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := hub.New(nil, codec, st, hub.WithLogger(log))
+	src, err := source.Dial(context.Background(), deadAddr(t), source.WithLogger(log), source.WithMaxRetryWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	h := hub.New(src, codec, st, hub.WithLogger(log))
 	t.Cleanup(h.Close)
-	s := &Server{log: log, store: st, hub: h}
+	limits := handlers.DefaultLimits()
+	// Short waits keep the tests that reach a subscription quick.
+	limits.FirstWait = 100 * time.Millisecond
+	limits.CursorHeartbt = 100 * time.Millisecond
+	s := &Server{log: log, store: st, src: src, hub: h}
 	s.api = &handlers.API{
 		Streams: streams.NewRegistry(st, nil),
 		Hub:     h,
 		Cursors: hub.NewCursors(st),
 		Store:   st,
 		Log:     log,
-		Limits:  handlers.DefaultLimits(),
+		Limits:  limits,
 		Ready:   st.Ping,
 	}
 	return s, codec
+}
+
+// deadAddr returns a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
 
 // testVGtid is a position on two shards of keyspace customer.
@@ -274,6 +298,7 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 	type step struct {
 		method, target, body string
 		header               map[string]string
+		ws                   bool // send a WebSocket handshake
 		status               int
 		code                 string // error code expected; "" for success
 	}
@@ -324,9 +349,9 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		{method: "GET", target: "/v1/streams/customers/sse?cursor=garbage", status: 400, code: "invalid_cursor"},
 		{method: "GET", target: "/v1/streams/customers/sse?cursor=" + tok, header: map[string]string{"Last-Event-ID": "garbage"}, status: 400, code: "invalid_cursor"},
 		{method: "GET", target: "/v1/streams/customers/sse?subscriber=bad%20name", status: 400, code: "invalid_subscriber"},
-		{method: "GET", target: "/v1/streams/nope/ws", status: 404, code: "stream_not_found"},
-		{method: "GET", target: "/v1/streams/customers/ws?cursor=" + otherTok, status: 400, code: "invalid_cursor"},
-		{method: "GET", target: "/v1/streams/customers/ws?subscriber=" + strings.Repeat("s", 65), status: 400, code: "invalid_subscriber"},
+		{method: "GET", target: "/v1/streams/nope/ws", ws: true, status: 404, code: "stream_not_found"},
+		{method: "GET", target: "/v1/streams/customers/ws?cursor=" + otherTok, ws: true, status: 400, code: "invalid_cursor"},
+		{method: "GET", target: "/v1/streams/customers/ws?subscriber=" + strings.Repeat("s", 65), ws: true, status: 400, code: "invalid_subscriber"},
 		{method: "GET", target: "/v1/streams/customers/ws?cursor=" + tok, status: 426},
 
 		// Subscribers: ack creates, get reads, delete forgets.
@@ -373,6 +398,9 @@ func TestAPIMatchesOpenAPI(t *testing.T) {
 		for k, v := range st.header {
 			req.Header.Set(k, v)
 		}
+		if st.ws {
+			wsHandshake(req)
+		}
 		name := st.method + " " + truncateString(st.target, 80)
 		resp, got := doRequest(t, h, req)
 		if resp.StatusCode != st.status {
@@ -407,4 +435,188 @@ func truncateString(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// wsHandshake makes req a WebSocket opening handshake, so that the checks a
+// handler makes before upgrading are the ones that answer.
+func wsHandshake(req *http.Request) {
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+}
+
+// TestTransportsMatchOpenAPI reaches real subscriptions (on a vtgate that
+// never answers): empty pull batches, SSE and WebSocket heartbeats, acks
+// and the WebSocket disconnect message, each checked against the spec.
+func TestTransportsMatchOpenAPI(t *testing.T) {
+	doc, _ := loadSpec(t)
+	s, codec := newTestServer(t)
+	h := s.Router()
+	ctx := context.Background()
+	create := httptest.NewRequest(http.MethodPost, "/v1/streams", strings.NewReader(`{"name":"customers","keyspace":"customer","tables":["customer"]}`))
+	create.Header.Set("Content-Type", "application/json")
+	if resp, body := doRequest(t, h, create); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create stream: %d %s", resp.StatusCode, body)
+	}
+	tok, err := codec.Encode(ctx, "customers", testVGtid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	visit := func(schema, msg string) {
+		t.Helper()
+		var v any
+		if err := json.Unmarshal([]byte(msg), &v); err != nil {
+			t.Errorf("%s: not JSON: %q", schema, msg)
+			return
+		}
+		if err := doc.Components.Schemas[schema].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("%s does not match %s: %v", msg, schema, err)
+		}
+	}
+
+	t.Run("pull", func(t *testing.T) {
+		for _, c := range []struct{ target, accept string }{
+			{"/v1/streams/customers/changes?cursor=" + tok, ""},
+			{"/v1/streams/customers/changes?cursor=" + tok + "&wait=0.2&limit=5", ""},
+			{"/v1/streams/customers/changes?cursor=" + tok, "application/x-ndjson"},
+		} {
+			req := httptest.NewRequest(http.MethodGet, c.target, nil)
+			if c.accept != "" {
+				req.Header.Set("Accept", c.accept)
+			}
+			resp, body := doRequest(t, h, req)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Vsg-Next-Cursor") != tok {
+				t.Errorf("GET %s: %d, next cursor %q, want 200 and the cursor given: %s", truncateString(c.target, 60), resp.StatusCode, resp.Header.Get("Vsg-Next-Cursor"), body)
+			}
+		}
+	})
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	t.Run("sse", func(t *testing.T) {
+		rctx, cancel := context.WithTimeout(ctx, 350*time.Millisecond)
+		defer cancel()
+		target := "/v1/streams/customers/sse?cursor=" + tok
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, srv.URL+target, nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body) // until the deadline ends the stream
+		resp.Body.Close()
+		validateResponse(t, httptest.NewRequest(http.MethodGet, target, nil), resp, body)
+		if !strings.HasPrefix(string(body), "retry: 1000\n\n") {
+			t.Errorf("stream does not start with a retry: %q", truncate(body, 200))
+		}
+		heartbeats := 0
+		for _, block := range strings.Split(string(body), "\n\n") {
+			fields := map[string]string{}
+			for _, line := range strings.Split(block, "\n") {
+				if k, v, ok := strings.Cut(line, ": "); ok {
+					fields[k] = v
+				}
+			}
+			if fields["event"] == "" {
+				continue
+			}
+			if fields["event"] != "heartbeat" || fields["id"] != tok {
+				t.Errorf("unexpected SSE event %q", block)
+			}
+			visit("Event", fields["data"])
+			heartbeats++
+		}
+		if heartbeats == 0 {
+			t.Errorf("no heartbeat in %q", body)
+		}
+	})
+
+	t.Run("websocket", func(t *testing.T) {
+		wsURL := "ws" + strings.TrimPrefix(srv.URL, "http") + "/v1/streams/customers/ws?subscriber=app&cursor=" + tok
+		c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{Subprotocols: []string{"vsg.v1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if resp.StatusCode != http.StatusSwitchingProtocols || c.Subprotocol() != "vsg.v1" {
+			t.Errorf("handshake: %d, subprotocol %q", resp.StatusCode, c.Subprotocol())
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, msg, err := c.Read(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		visit("Event", string(msg))
+		if !strings.Contains(string(msg), `"type":"heartbeat"`) {
+			t.Errorf("first message %s, want a heartbeat", msg)
+		}
+
+		// An ack is stored for the named subscriber.
+		if err := c.Write(rctx, websocket.MessageText, []byte(`{"ack":"`+tok+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			req := httptest.NewRequest(http.MethodGet, "/v1/streams/customers/subscribers/app", nil)
+			resp, body := doRequest(t, h, req)
+			if resp.StatusCode == http.StatusOK {
+				if !strings.Contains(string(body), tok) {
+					t.Errorf("stored subscriber %s, want cursor %s", body, tok)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the WebSocket ack was not stored: %d %s", resp.StatusCode, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		// Anything but an ack ends the connection: disconnect message, then 4000.
+		if err := c.Write(rctx, websocket.MessageText, []byte(`hello`)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, msg, err := c.Read(rctx)
+			if err != nil {
+				if got := websocket.CloseStatus(err); got != 4000 {
+					t.Errorf("closed with %v (%d), want 4000", err, got)
+				}
+				break
+			}
+			if strings.Contains(string(msg), `"type":"disconnect"`) {
+				visit("Disconnect", string(msg))
+				if !strings.Contains(string(msg), `"code":4000`) || !strings.Contains(string(msg), tok) {
+					t.Errorf("disconnect %s, want code 4000 and the cursor", msg)
+				}
+				continue
+			}
+			visit("Event", string(msg))
+		}
+	})
+}
+
+// TestDashboardServed checks that the dashboard and the files it loads are
+// served from the embedded assets at the root.
+func TestDashboardServed(t *testing.T) {
+	s, _ := newTestServer(t)
+	h := s.Router()
+	get := func(path string) (*http.Response, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Result(), rec.Body.String()
+	}
+	resp, index := get("/")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, asset := range []string{"app.js", "style.css"} {
+		if !strings.Contains(index, `"`+asset+`"`) {
+			t.Errorf("index.html does not load %s", asset)
+		}
+		if resp, _ := get("/" + asset); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /%s: %d", asset, resp.StatusCode)
+		}
+	}
 }
