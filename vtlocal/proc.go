@@ -118,6 +118,7 @@ func (c *Cluster) runLogged(ctx context.Context, logPath, name string, args ...s
 		return err
 	}
 	defer f.Close()
+	c.chown(logPath)
 	start, _ := f.Seek(0, 2)
 	fmt.Fprintf(f, "\n### %s %s\n", time.Now().Format(time.RFC3339), shortCmd(name, args))
 	cmd := exec.CommandContext(ctx, name, args...)
