@@ -90,6 +90,11 @@ func (a *API) DeleteStream(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
+	// Cursors of a deleted stream must not be resumed by a new stream that
+	// reuses the name.
+	if err := a.Cursors.DeleteAll(r.Context(), name); err != nil {
+		a.Log.Warn("deleting the subscribers of a deleted stream failed", "stream", name, "err", err)
+	}
 	a.Log.Info("stream deleted", "stream", name)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -121,7 +126,7 @@ func (a *API) Ack(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_cursor", "cursor is required"))
 		return
 	}
-	tok, err := a.ack(r, def.Name, sub, req.Cursor)
+	tok, err := a.ack(r, def, sub, req.Cursor)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
@@ -131,20 +136,20 @@ func (a *API) Ack(w http.ResponseWriter, r *http.Request) {
 
 // ack stores token as sub's cursor and returns the token now stored (an
 // older ack leaves a newer cursor in place).
-func (a *API) ack(r *http.Request, stream, sub, token string) (string, error) {
+func (a *API) ack(r *http.Request, def *streams.Definition, sub, token string) (string, error) {
 	ctx := r.Context()
-	v, err := a.Hub.Codec().Decode(ctx, stream, token)
+	v, err := a.Hub.Position(ctx, def, token)
 	if err != nil {
 		return "", apiErr(http.StatusBadRequest, "invalid_cursor", err.Error())
 	}
-	stored, err := a.Cursors.Ack(ctx, stream, sub, v)
+	stored, err := a.Cursors.Ack(ctx, def.Name, sub, v)
 	if err != nil {
 		return "", err
 	}
 	if stored == v {
 		return token, nil
 	}
-	return a.Hub.Codec().Encode(ctx, stream, stored)
+	return a.Hub.Token(ctx, def, stored)
 }
 
 // GetSubscriber serves GET /v1/streams/{stream}/subscribers/{subscriber}.
@@ -165,7 +170,7 @@ func (a *API) GetSubscriber(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	tok, err := a.Hub.Codec().Encode(ctx, def.Name, st.VGtid)
+	tok, err := a.Hub.Token(ctx, def, st.VGtid)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return

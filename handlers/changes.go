@@ -146,6 +146,12 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 		if err != nil {
 			return nil, err
 		}
+		if tok == "" {
+			// A stream starting at "now" has not reported its position
+			// yet: an empty cursor would make the next poll start at a
+			// later "now" and skip what committed in between.
+			return nil, apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "the stream has not reported its position yet; retry")
+		}
 		b.cursor = tok
 	}
 	return b, nil

@@ -31,15 +31,16 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := r.Header.Get("Last-Event-ID")
-	if token == "" {
-		token = r.URL.Query().Get("cursor")
-	}
 	if sub != "" && token != "" {
-		// Everything before Last-Event-ID reached the client.
-		if token, err = a.ack(r, def.Name, sub, token); err != nil {
+		// A browser reconnecting sends the id of the last event it
+		// received: everything before it reached the client.
+		if _, err = a.ack(r, def, sub, token); err != nil {
 			WriteError(w, a.Log, err)
 			return
 		}
+	}
+	if token == "" {
+		token = r.URL.Query().Get("cursor")
 	}
 	s, err := a.open(ctx, def, token, sub)
 	if err != nil {

@@ -101,7 +101,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 			if sub == "" {
 				continue // anonymous clients keep their own cursor
 			}
-			if _, err := a.ack(r, def.Name, sub, m.Ack); err != nil {
+			if _, err := a.ack(r, def, sub, m.Ack); err != nil {
 				var e *Error
 				if errors.As(err, &e) {
 					trySend(closeWith, closeReq{CloseBadMessage, e.Code, e.Message})
@@ -201,9 +201,15 @@ func (s *wsSink) push(m wsMessage) error {
 
 func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
 	for i := range d.Events {
-		m := wsMessage{data: d.Events[i].AppendJSON(nil, d.Cursor)}
+		var m wsMessage
 		if i == len(d.Events)-1 {
+			// The last event of a transaction says so: only a cursor seen
+			// with txn_end is safe to ack (the transaction arrived whole).
+			m.data = d.Events[i].AppendJSON(nil, d.Cursor)
+			m.data = append(m.data[:len(m.data)-1], `,"txn_end":true}`...)
 			m.cursor = d.Cursor
+		} else {
+			m.data = d.Events[i].AppendJSON(nil, d.Cursor)
 		}
 		if err := s.push(m); err != nil {
 			return err

@@ -131,3 +131,17 @@ func Behind(a, b *binlogdatapb.VGtid) bool {
 	}
 	return strictly
 }
+
+// DeleteAll forgets every subscriber of stream (the stream was deleted).
+func (c *Cursors) DeleteAll(ctx context.Context, stream string) error {
+	recs, err := c.st.List(ctx, cursorNS(stream))
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := c.st.Delete(ctx, cursorNS(stream), r.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -72,9 +72,6 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	return h
 }
 
-// Codec returns the cursor codec.
-func (h *Hub) Codec() *cursor.Codec { return h.codec }
-
 // Close ends every parked subscription. Live subscriptions end with their
 // owners.
 func (h *Hub) Close() {

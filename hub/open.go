@@ -34,7 +34,7 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 	)
 	switch {
 	case from.Token != "":
-		v, err := h.codec.Decode(ctx, def.Name, from.Token)
+		v, err := h.Position(ctx, def, from.Token)
 		if err != nil {
 			return nil, &CursorError{Err: err}
 		}
@@ -44,7 +44,7 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 		switch {
 		case err == nil:
 			pos = st.VGtid
-			if token, err = h.codec.Encode(ctx, def.Name, pos); err != nil {
+			if token, err = h.Token(ctx, def, pos); err != nil {
 				return nil, err
 			}
 		case errors.Is(err, store.ErrNotFound):
@@ -57,3 +57,18 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 
 // Cursors returns the subscriber cursor repository.
 func (h *Hub) Cursors() *Cursors { return h.cursors }
+
+// scope binds tokens to a stream definition: a token minted for a stream is
+// refused by another stream, and by a stream recreated under the same name
+// on another keyspace.
+func scope(def *streams.Definition) string { return def.Name + "\x00" + def.Keyspace }
+
+// Token returns the cursor token for pos on def.
+func (h *Hub) Token(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (string, error) {
+	return h.codec.Encode(ctx, scope(def), pos)
+}
+
+// Position decodes a cursor token of def.
+func (h *Hub) Position(ctx context.Context, def *streams.Definition, token string) (*binlogdatapb.VGtid, error) {
+	return h.codec.Decode(ctx, scope(def), token)
+}

@@ -70,7 +70,7 @@ func (s *Subscription) Cursor(ctx context.Context) (string, error) {
 	if !concrete(s.pos) {
 		return "", nil
 	}
-	t, err := s.hub.codec.Encode(ctx, s.def.Name, s.pos)
+	t, err := s.hub.Token(ctx, s.def, s.pos)
 	if err != nil {
 		return "", err
 	}
@@ -129,7 +129,7 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	if txn.Heartbeat && s.token != "" {
 		return &Delivery{Txn: txn, Cursor: s.token}, nil
 	}
-	tok, err := s.hub.codec.Encode(ctx, s.def.Name, txn.VGtid)
+	tok, err := s.hub.Token(ctx, s.def, txn.VGtid)
 	if err != nil {
 		s.failed = true
 		return nil, fmt.Errorf("hub: cursor for stream %s: %w", s.def.Name, err)

@@ -283,14 +283,14 @@ func ndjson(lines ...[]byte) []byte {
 // headers, body schema and, for errors, the code.
 func TestAPIMatchesOpenAPI(t *testing.T) {
 	loadSpec(t)
-	s, codec := newTestServer(t)
+	s, _ := newTestServer(t)
 	h := s.Router()
 	ctx := context.Background()
-	tok, err := codec.Encode(ctx, "customers", testVGtid())
+	tok, err := s.API().Hub.Token(ctx, &streams.Definition{Name: "customers", Keyspace: "customer"}, testVGtid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherTok, err := codec.Encode(ctx, "orders", testVGtid())
+	otherTok, err := s.API().Hub.Token(ctx, &streams.Definition{Name: "orders", Keyspace: "customer"}, testVGtid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +451,7 @@ func wsHandshake(req *http.Request) {
 // and the WebSocket disconnect message, each checked against the spec.
 func TestTransportsMatchOpenAPI(t *testing.T) {
 	doc, _ := loadSpec(t)
-	s, codec := newTestServer(t)
+	s, _ := newTestServer(t)
 	h := s.Router()
 	ctx := context.Background()
 	create := httptest.NewRequest(http.MethodPost, "/v1/streams", strings.NewReader(`{"name":"customers","keyspace":"customer","tables":["customer"]}`))
@@ -459,7 +459,7 @@ func TestTransportsMatchOpenAPI(t *testing.T) {
 	if resp, body := doRequest(t, h, create); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create stream: %d %s", resp.StatusCode, body)
 	}
-	tok, err := codec.Encode(ctx, "customers", testVGtid())
+	tok, err := s.API().Hub.Token(ctx, &streams.Definition{Name: "customers", Keyspace: "customer"}, testVGtid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,10 +21,12 @@ type assembler struct {
 	cur     *Txn
 	pos     *binlogdatapb.VGtid // position of the last emitted Txn
 	journal map[int64]bool      // journal ids already announced
+	hook    JournalHook
 }
 
-func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid) *assembler {
+func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook) *assembler {
 	return &assembler{
+		hook:    hook,
 		spec:    spec,
 		schema:  schema,
 		tables:  map[string]*event.Table{},
@@ -74,6 +76,13 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		ctl := control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
 		return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp}), nil
 	case binlogdatapb.VEventType_JOURNAL:
+		if a.hook != nil && ev.Journal != nil {
+			keyspace := ev.Keyspace
+			if keyspace == "" {
+				keyspace = a.spec.Keyspace
+			}
+			a.hook(ctx, keyspace, ev.Shard, ev.Journal)
+		}
 		return a.journalEvent(ev), nil
 	case binlogdatapb.VEventType_COPY_COMPLETED:
 		// vtgate sends one per shard and a final one with neither keyspace

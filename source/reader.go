@@ -178,7 +178,7 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	if err != nil {
 		return pos, false, false, err
 	}
-	asm := newAssembler(r.spec, r.c.schema, pos)
+	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal)
 	progressed, journal := false, false
 	for {
 		evs, err := vs.Recv()
@@ -250,6 +250,7 @@ var permanentMessages = []string{
 	"failed to build table replication plan",
 	"Query was empty",
 	"not found in the",
+	"unknown table",
 }
 
 // MissingShard extracts the shard vtgate named in a "shard provided in

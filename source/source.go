@@ -76,7 +76,15 @@ type options struct {
 	heartbeat    time.Duration
 	queueTxns    int
 	maxRetryWait time.Duration
+	onJournal    JournalHook
 }
+
+// JournalHook is called for every reshard JOURNAL any reader sees, with the
+// participant shard that sent it, before the transaction is delivered.
+type JournalHook func(ctx context.Context, keyspace, shard string, j *binlogdatapb.Journal)
+
+// WithJournalHook records journals (DESIGN §4 rule 1).
+func WithJournalHook(h JournalHook) Option { return func(o *options) { o.onJournal = h } }
 
 // Option configures a Client.
 type Option func(*options)

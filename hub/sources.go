@@ -1,0 +1,113 @@
+package hub
+
+import (
+	"context"
+	"io"
+
+	"github.com/vstream-gateway/vstream-gateway/source"
+)
+
+// txnSource is anything a subscription reads transactions from: a live
+// VStream reader, a bridge spool, a few synthesized control events. A
+// subscription reads a chain of them: e.g. spool, then reshard notice, then
+// the VStream on the new shards.
+type txnSource interface {
+	Next(ctx context.Context) (*source.Txn, error)
+	TryNext() (*source.Txn, bool, error)
+	Buffered() int
+	Close()
+}
+
+// sliceSource yields fixed transactions, then io.EOF.
+type sliceSource struct{ txns []*source.Txn }
+
+func (s *sliceSource) Next(ctx context.Context) (*source.Txn, error) {
+	t, ok, err := s.TryNext()
+	if !ok && err == nil {
+		return nil, io.EOF
+	}
+	return t, err
+}
+
+func (s *sliceSource) TryNext() (*source.Txn, bool, error) {
+	if len(s.txns) == 0 {
+		return nil, false, io.EOF
+	}
+	t := s.txns[0]
+	s.txns = s.txns[1:]
+	return t, true, nil
+}
+
+func (s *sliceSource) Buffered() int { return len(s.txns) }
+func (s *sliceSource) Close()        {}
+
+// lazySource opens its source on first use, so a chain does not start the
+// live VStream while a long spool is still being replayed.
+type lazySource struct {
+	open func() txnSource
+	src  txnSource
+}
+
+func (l *lazySource) get() txnSource {
+	if l.src == nil {
+		l.src = l.open()
+	}
+	return l.src
+}
+
+func (l *lazySource) Next(ctx context.Context) (*source.Txn, error) { return l.get().Next(ctx) }
+func (l *lazySource) TryNext() (*source.Txn, bool, error)           { return l.get().TryNext() }
+func (l *lazySource) Buffered() int {
+	if l.src == nil {
+		return 0
+	}
+	return l.src.Buffered()
+}
+
+func (l *lazySource) Close() {
+	if l.src != nil {
+		l.src.Close()
+	}
+}
+
+// chainSource reads its sources in order; a source ends with io.EOF.
+type chainSource struct{ srcs []txnSource }
+
+func chain(srcs ...txnSource) txnSource {
+	if len(srcs) == 1 {
+		return srcs[0]
+	}
+	return &chainSource{srcs: srcs}
+}
+
+func (c *chainSource) Next(ctx context.Context) (*source.Txn, error) {
+	for {
+		t, err := c.srcs[0].Next(ctx)
+		if err == io.EOF && len(c.srcs) > 1 {
+			c.srcs[0].Close()
+			c.srcs = c.srcs[1:]
+			continue
+		}
+		return t, err
+	}
+}
+
+func (c *chainSource) TryNext() (*source.Txn, bool, error) {
+	for {
+		t, ok, err := c.srcs[0].TryNext()
+		if err == io.EOF && len(c.srcs) > 1 {
+			c.srcs[0].Close()
+			c.srcs = c.srcs[1:]
+			continue
+		}
+		return t, ok, err
+	}
+}
+
+func (c *chainSource) Buffered() int { return c.srcs[0].Buffered() }
+
+func (c *chainSource) Close() {
+	for _, s := range c.srcs {
+		s.Close()
+	}
+}

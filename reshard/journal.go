@@ -1,0 +1,186 @@
+// Package reshard keeps cursors valid across Vitess reshards (DESIGN §4):
+// it records every reshard journal the gateway sees, watches each served
+// keyspace for journals while no client is connected, carries named
+// subscribers that are behind a cutover across it while the old shards
+// still exist (bridging), and rebuilds cursors whose shards are gone.
+package reshard
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/store"
+)
+
+// Journal is one reshard cutover: the participants (old shards) stopped at
+// their local positions and the targets (new shards) start at ShardGtids.
+//
+// Vitess identifies a journal by an id that is a hash of the target
+// keyspace, shards and stream numbers; it comes back whenever the same
+// reshard is done again (vitess-local.md trap 6), so the gateway's identity
+// is Key: the id together with the participants and target positions.
+type Journal struct {
+	Key          string            `json:"key"`
+	Keyspace     string            `json:"keyspace"`
+	ID           int64             `json:"id"`
+	Participants []string          `json:"participants"`
+	Local        map[string]string `json:"local_positions"` // participant shard -> its local_position
+	Targets      []ShardPos        `json:"targets"`
+	Tables       []string          `json:"tables,omitempty"`
+	SeenAt       time.Time         `json:"seen_at"`
+}
+
+// ShardPos is a shard and its position.
+type ShardPos struct {
+	Shard string `json:"shard"`
+	Gtid  string `json:"gtid"`
+}
+
+// Complete reports whether every participant's local position is known.
+// Each participant sends its own JOURNAL event; all are needed to decide
+// whether a cursor is behind the cutover.
+func (j *Journal) Complete() bool {
+	for _, p := range j.Participants {
+		if j.Local[p] == "" {
+			return false
+		}
+	}
+	return len(j.Participants) > 0
+}
+
+// From lists the participant shards; To the target shards.
+func (j *Journal) From() []string { return j.Participants }
+
+// To lists the target shards.
+func (j *Journal) To() []string {
+	out := make([]string, len(j.Targets))
+	for i, t := range j.Targets {
+		out[i] = t.Shard
+	}
+	return out
+}
+
+func journalKey(keyspace string, id int64, participants []string, targets []ShardPos) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", keyspace, id, strings.Join(participants, ","))
+	for _, t := range targets {
+		fmt.Fprintf(h, "%s=%s\x00", t.Shard, t.Gtid)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// FromEvent converts a JOURNAL event from participant shard into a
+// one-participant view of the journal. ok is false for journals that are not
+// reshards (MoveTables journals are never sent by vtgate anyway).
+func FromEvent(keyspace, shard string, j *binlogdatapb.Journal) (rec *Journal, ok bool) {
+	if j == nil || j.MigrationType != binlogdatapb.MigrationType_SHARDS {
+		return nil, false
+	}
+	rec = &Journal{Keyspace: keyspace, ID: j.Id, Local: map[string]string{}, Tables: j.Tables, SeenAt: time.Now().UTC()}
+	for _, p := range j.Participants {
+		if p.Keyspace == keyspace || p.Keyspace == "" {
+			rec.Participants = append(rec.Participants, p.Shard)
+		}
+	}
+	sort.Strings(rec.Participants)
+	for _, sg := range j.ShardGtids {
+		rec.Targets = append(rec.Targets, ShardPos{Shard: sg.Shard, Gtid: sg.Gtid})
+	}
+	sort.Slice(rec.Targets, func(a, b int) bool { return rec.Targets[a].Shard < rec.Targets[b].Shard })
+	rec.Key = journalKey(keyspace, j.Id, rec.Participants, rec.Targets)
+	rec.Local[shard] = j.LocalPosition
+	return rec, true
+}
+
+// Registry records journals in the store. Records never expire: a cursor
+// saved before a reshard may come back months later.
+type Registry struct {
+	st store.Store
+}
+
+// NewRegistry returns a journal registry over st.
+func NewRegistry(st store.Store) *Registry { return &Registry{st: st} }
+
+func journalNS(keyspace string) string { return "journals/" + keyspace }
+
+// Record stores one participant's view of a journal. It reports whether
+// this (journal, participant) pair is new. Records are immutable and keyed
+// per participant, so concurrent recorders (every VStream of every replica
+// may see the same JOURNAL) never overwrite each other.
+func (r *Registry) Record(ctx context.Context, j *Journal) (bool, error) {
+	var added bool
+	for shard, pos := range j.Local {
+		one := *j
+		one.Local = map[string]string{shard: pos}
+		b, err := json.Marshal(&one)
+		if err != nil {
+			return false, err
+		}
+		ok, err := r.st.PutIfAbsent(ctx, journalNS(j.Keyspace), j.Key+"/"+shard, b)
+		if err != nil {
+			return false, fmt.Errorf("record journal %d: %w", j.ID, err)
+		}
+		added = added || ok
+	}
+	return added, nil
+}
+
+// List returns the keyspace's journals, participants' records merged,
+// oldest first.
+func (r *Registry) List(ctx context.Context, keyspace string) ([]*Journal, error) {
+	recs, err := r.st.List(ctx, journalNS(keyspace))
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]*Journal{}
+	for _, rec := range recs {
+		var j Journal
+		if err := json.Unmarshal(rec.Value, &j); err != nil {
+			return nil, fmt.Errorf("journal record %s: %w", rec.Key, err)
+		}
+		if have, ok := byKey[j.Key]; ok {
+			for s, p := range j.Local {
+				have.Local[s] = p
+			}
+			if j.SeenAt.Before(have.SeenAt) {
+				have.SeenAt = j.SeenAt
+			}
+			continue
+		}
+		jj := j
+		byKey[j.Key] = &jj
+	}
+	out := make([]*Journal, 0, len(byKey))
+	for _, j := range byKey {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].SeenAt.Equal(out[b].SeenAt) {
+			return out[a].SeenAt.Before(out[b].SeenAt)
+		}
+		return out[a].Key < out[b].Key
+	})
+	return out, nil
+}
+
+// Get returns one journal by key.
+func (r *Registry) Get(ctx context.Context, keyspace, key string) (*Journal, error) {
+	all, err := r.List(ctx, keyspace)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range all {
+		if j.Key == key {
+			return j, nil
+		}
+	}
+	return nil, store.ErrNotFound
+}

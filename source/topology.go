@@ -1,0 +1,86 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Topology asks vtgate which shards of keyspaces serve and which
+// non-serving shards still have a running primary tablet.
+//
+// vtgate is the one view of the topology the gateway is sure to have: its
+// serving graph (SHOW VITESS_SHARDS) lists the shards that take traffic,
+// and its health check (SHOW VITESS_TABLETS) the tablets it can stream from,
+// including the primary of an old shard after SwitchTraffic. A shard in
+// neither has been deleted or has no tablet: vtgate would fail the VStream
+// (deleted) or hang for 90 s looking for a tablet (down), so the cursor is
+// rebuilt instead of handed to vtgate.
+func (c *Client) Topology(ctx context.Context, keyspaces ...string) (Topology, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	topo := Topology{Shards: map[string]ShardState{}, Keyspaces: map[string]bool{}}
+	want := map[string]bool{}
+	for _, k := range keyspaces {
+		want[k] = true
+		topo.Keyspaces[k] = true
+	}
+	sess := c.conn.Session("", nil)
+	res, err := sess.Execute(ctx, "show vitess_tablets", nil, false)
+	if err != nil {
+		return topo, fmt.Errorf("source: show vitess_tablets: %w", err)
+	}
+	for _, row := range res.Rows {
+		// Cell, Keyspace, Shard, TabletType, State, Alias, Hostname, PrimaryTermStartTime
+		if len(row) < 5 {
+			continue
+		}
+		ks, shard, typ := row[1].ToString(), row[2].ToString(), row[3].ToString()
+		if want[ks] && strings.EqualFold(typ, "PRIMARY") {
+			topo.Shards[ks+"/"+shard] = ShardReadable
+		}
+	}
+	res, err = sess.Execute(ctx, "show vitess_shards", nil, false)
+	if err != nil {
+		return topo, fmt.Errorf("source: show vitess_shards: %w", err)
+	}
+	for _, row := range res.Rows {
+		ks, shard, ok := strings.Cut(row[0].ToString(), "/")
+		if ok && want[ks] {
+			topo.Shards[ks+"/"+shard] = ShardServing
+		}
+	}
+	return topo, nil
+}
+
+// ShardState is what the gateway knows of one shard of a cursor.
+type ShardState int
+
+// Shard states.
+const (
+	// ShardGone: not in the serving graph and no tablet serves it (deleted
+	// by Reshard complete, or its tablets are down).
+	ShardGone ShardState = iota
+	// ShardServing: in the serving graph for PRIMARY.
+	ShardServing
+	// ShardReadable: not serving (a resharded-away old shard) but a primary
+	// tablet still runs, so vtgate can stream it up to its journal.
+	ShardReadable
+)
+
+// Topology maps "keyspace/shard" to its state. Keyspaces not in Keyspaces
+// are unknown and left alone.
+type Topology struct {
+	Shards    map[string]ShardState
+	Keyspaces map[string]bool
+}
+
+// State returns the state of keyspace/shard; shards of keyspaces not asked
+// about count as serving (not ours to judge).
+func (t Topology) State(keyspace, shard string) ShardState {
+	if !t.Keyspaces[keyspace] {
+		return ShardServing // not ours to judge
+	}
+	return t.Shards[keyspace+"/"+shard]
+}
