@@ -1,0 +1,195 @@
+// Package metrics holds the gateway's Prometheus metrics. Packages record
+// through the functions here rather than touching collectors, so label
+// names and values stay consistent (and bounded) across the code base.
+//
+// Names follow the Prometheus conventions: a vsg_ prefix, _total for
+// counters, base units (seconds, bytes) in the name.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry holds every gateway metric, plus the Go runtime and process
+// collectors. It is not the global default registry, so that libraries
+// registering there (vitess does) do not leak into /metrics.
+var Registry = prometheus.NewRegistry()
+
+// Transports label client-facing metrics.
+const (
+	TransportPull    = "pull"
+	TransportSSE     = "sse"
+	TransportWS      = "ws"
+	TransportWebhook = "webhook"
+)
+
+// Rebuild outcomes of a cursor checked against the topology on (re)connect
+// (DESIGN §4): passed through, rebuilt exactly from journals, bridged
+// through a spool, resynced from a snapshot, or failed.
+const (
+	RebuildPassthrough = "passthrough"
+	RebuildExact       = "exact"
+	RebuildBridged     = "bridged"
+	RebuildResync      = "resync"
+	RebuildFailed      = "failed"
+)
+
+var (
+	eventsIn = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_events_in_total",
+		Help: "Events read from vtgate, by stream (each VStream the gateway runs counts its own).",
+	}, []string{"stream"})
+	eventsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_events_out_total",
+		Help: "Events sent to clients, by stream and transport.",
+	}, []string{"stream", "transport"})
+	eventsFiltered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_events_filtered_total",
+		Help: "Events withheld from a client because its token's tables claim does not cover them.",
+	}, []string{"stream", "transport"})
+	lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_lag_seconds",
+		Help: "Seconds between the commit of the last transaction sent on a stream and its sending (commit times have whole-second resolution).",
+	}, []string{"stream"})
+	clients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_clients",
+		Help: "Connected clients by transport (open SSE and WebSocket connections, in-flight pulls).",
+	}, []string{"transport"})
+	cursorWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_cursor_writes_total",
+		Help: "Subscriber cursors written to the store, by stream.",
+	}, []string{"stream"})
+	rebuilds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_cursor_rebuilds_total",
+		Help: "Cursor checks on (re)connect by outcome: passthrough, exact, bridged, resync, failed.",
+	}, []string{"outcome"})
+	authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_auth_failures_total",
+		Help: "Requests refused for their token, by reason (missing, expired, bad_signature, …).",
+	}, []string{"reason"})
+	refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_requests_refused_total",
+		Help: "Authenticated requests refused, by reason: forbidden (scope), rate_limited (admin API), too_many_connections, origin.",
+	}, []string{"reason"})
+	httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_http_requests_total",
+		Help: "HTTP requests by route pattern, method and status code.",
+	}, []string{"route", "method", "code"})
+	httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "vsg_http_request_duration_seconds",
+		Help:    "HTTP request duration by route pattern (streams and long-polls last as long as the client stays).",
+		Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30, 120, 600},
+	}, []string{"route", "method"})
+	webhookAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_webhook_attempts_total",
+		Help: "Webhook delivery attempts by outcome (success, retry, disabled, dead_letter).",
+	}, []string{"outcome"})
+	webhookDeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vsg_webhook_dead_letters",
+		Help: "Batches in webhook dead-letter lists.",
+	})
+)
+
+func init() {
+	Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds,
+		authFailures, refusals, httpRequests, httpDuration, webhookAttempts, webhookDeadLetters,
+	)
+	// Series that exist from the start, so that rate() and alerts see a 0
+	// rather than nothing before the first occurrence.
+	for _, o := range []string{RebuildPassthrough, RebuildExact, RebuildBridged, RebuildResync, RebuildFailed} {
+		rebuilds.WithLabelValues(o)
+	}
+	for _, t := range []string{TransportPull, TransportSSE, TransportWS} {
+		clients.WithLabelValues(t)
+	}
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func Handler() http.Handler {
+	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
+}
+
+// EventsIn counts n events read from vtgate for stream.
+func EventsIn(stream string, n int) {
+	if n > 0 {
+		eventsIn.WithLabelValues(stream).Add(float64(n))
+	}
+}
+
+// Outbound returns the counters one client connection updates, resolved
+// once so that the per-event path is an atomic add, not a label lookup.
+func Outbound(stream, transport string) *Out {
+	return &Out{
+		sent:     eventsOut.WithLabelValues(stream, transport),
+		filtered: eventsFiltered.WithLabelValues(stream, transport),
+		lag:      lag.WithLabelValues(stream),
+	}
+}
+
+// Out is one connection's view of the outbound metrics.
+type Out struct {
+	sent, filtered prometheus.Counter
+	lag            prometheus.Gauge
+}
+
+// Sent records n events sent and withheld events not sent; lagSeconds is
+// recorded when the transaction has a commit time (>= 0).
+func (o *Out) Sent(n, withheld int, lagSeconds float64) {
+	if n > 0 {
+		o.sent.Add(float64(n))
+	}
+	if withheld > 0 {
+		o.filtered.Add(float64(withheld))
+	}
+	if lagSeconds >= 0 {
+		o.lag.Set(lagSeconds)
+	}
+}
+
+// ClientConnected counts a client of transport in; call the returned
+// function when it leaves.
+func ClientConnected(transport string) (done func()) {
+	g := clients.WithLabelValues(transport)
+	g.Inc()
+	return g.Dec
+}
+
+// CursorWrite counts one subscriber cursor stored for stream.
+func CursorWrite(stream string) { cursorWrites.WithLabelValues(stream).Inc() }
+
+// CursorRebuild counts one cursor check with its outcome (Rebuild*).
+func CursorRebuild(outcome string) { rebuilds.WithLabelValues(outcome).Inc() }
+
+// AuthFailure counts a request refused for its token (auth.Reason*).
+func AuthFailure(reason string) { authFailures.WithLabelValues(reason).Inc() }
+
+// Refused counts an authenticated request refused for reason.
+func Refused(reason string) { refusals.WithLabelValues(reason).Inc() }
+
+// HTTPRequest records one finished request. route is the router's pattern
+// ("/v1/streams/{stream}/changes"), never the raw path, to keep the label
+// set bounded.
+func HTTPRequest(route, method string, code int, seconds float64) {
+	httpRequests.WithLabelValues(route, method, statusText(code)).Inc()
+	httpDuration.WithLabelValues(route, method).Observe(seconds)
+}
+
+// WebhookAttempt counts one webhook delivery attempt by outcome.
+func WebhookAttempt(outcome string) { webhookAttempts.WithLabelValues(outcome).Inc() }
+
+// WebhookDeadLetters sets how many batches are dead-lettered.
+func WebhookDeadLetters(n int) { webhookDeadLetters.Set(float64(n)) }
+
+func statusText(code int) string {
+	if code >= 100 && code < 1000 {
+		return string([]byte{byte('0' + code/100), byte('0' + code/10%10), byte('0' + code%10)})
+	}
+	return "000"
+}
