@@ -33,14 +33,19 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./cursor/
 
+# The demo runs with authentication on: a secret is generated once into
+# $(DEMO_DATA)/jwt-secret and a ready admin token is printed.
 demo: cluster-up build
 	@mkdir -p $(DEMO_DATA)
-	@echo
-	@echo "  dashboard:  http://$(DEMO_ADDR)/?stream=customers"
-	@echo "  changes:    curl 'http://$(DEMO_ADDR)/v1/streams/customers/changes?wait=10s'"
-	@echo "  insert:     mysql -h 127.0.0.1 -P 15306 -u root customer -e \"insert into customer(email) values ('demo@example.com')\""
-	@echo
-	$(BIN) --listen $(DEMO_ADDR) --data-dir $(DEMO_DATA) --streams-file examples/streams.yaml
+	@test -s $(DEMO_DATA)/jwt-secret || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > $(DEMO_DATA)/jwt-secret)
+	@TOKEN=$$(VSG_JWT_SECRET=$$(cat $(DEMO_DATA)/jwt-secret) $(BIN) token --sub demo --scope admin --ttl 24h); \
+	echo; \
+	echo "  token:      $$TOKEN"; \
+	echo "  dashboard:  http://$(DEMO_ADDR)/?stream=customers&access_token=$$TOKEN"; \
+	echo "  changes:    curl -H \"Authorization: Bearer $$TOKEN\" 'http://$(DEMO_ADDR)/v1/streams/customers/changes?wait=10s'"; \
+	echo "  insert:     mysql -h 127.0.0.1 -P 15306 -u root customer -e \"insert into customer(email) values ('demo@example.com')\""; \
+	echo
+	VSG_JWT_SECRET=$$(cat $(DEMO_DATA)/jwt-secret) $(BIN) --listen $(DEMO_ADDR) --data-dir $(DEMO_DATA) --streams-file examples/streams.yaml
 
 # Replay 200k rows from a saved cursor: plain Go VStream client vs the
 # gateway's HTTP pull and WebSocket; plus the encoder and cursor benchmarks.

@@ -58,10 +58,25 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 		"--vtgate", cluster.VtgateAddr(),
 		"--log-level", "debug",
 	}, extra...)
+	if !hasAuthFlag(extra) {
+		args = append(args, "--insecure-no-auth")
+	}
 	g := &gateway{t: t, args: args, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	g.start()
 	t.Cleanup(func() { g.stop(syscall.SIGTERM) })
 	return g
+}
+
+// hasAuthFlag reports whether flags configure authentication; otherwise
+// the gateway runs with --insecure-no-auth (it refuses to start with
+// neither).
+func hasAuthFlag(flags []string) bool {
+	for _, f := range flags {
+		if f == "--jwt-secret" || f == "--jwks-url" || f == "--insecure-no-auth" {
+			return true
+		}
+	}
+	return false
 }
 
 func withRedis() []string { return []string{"--redis", redisURL} }

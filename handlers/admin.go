@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -65,6 +66,7 @@ func (a *API) ListStreams(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
+	list = visibleStreams(r.Context(), list)
 	writeJSON(w, http.StatusOK, map[string]any{"streams": list})
 }
 
@@ -147,6 +149,7 @@ func (a *API) ack(r *http.Request, def *streams.Definition, sub, token string) (
 		return "", err
 	}
 	if stored == v {
+		metrics.CursorWrite(def.Name)
 		return token, nil
 	}
 	return a.Hub.Token(ctx, def, stored)

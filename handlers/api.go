@@ -56,6 +56,9 @@ type API struct {
 	Limits  Limits
 	// Ready reports whether vtgate and the store are reachable.
 	Ready func(ctx context.Context) error
+	// Shutdown is closed when the gateway begins to shut down: streaming
+	// clients are then closed with a cursor to resume from.
+	Shutdown <-chan struct{}
 }
 
 // Error is an API error.

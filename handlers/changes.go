@@ -92,7 +92,9 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 		first = wait
 	}
 	deadline := time.Now().Add(first)
+	out := outboundFor(ctx, s.Definition().Name, "pull")
 	add := func(d *hub.Delivery) {
+		d = out.apply(d)
 		b.cursor = d.Cursor
 		for i := range d.Events {
 			e := &d.Events[i]

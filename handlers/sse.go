@@ -65,7 +65,11 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	out.flush()
 
 	defer s.Close()
-	err = pump(ctx, s, out, a.Limits.CursorHeartbt)
+	// On shutdown the stream just ends: the browser reconnects (to another
+	// replica) with Last-Event-ID, the cursor of the last whole transaction.
+	ctx, stop := a.untilShutdown(ctx)
+	defer stop()
+	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbt)
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		a.Log.Warn("sse stream ended", "stream", def.Name, "err", err)
 		c, _ := s.Cursor(ctx)

@@ -114,7 +114,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	// Producer: subscription -> queue. Overflow means a slow consumer.
 	go func() {
 		defer cancel()
-		err := pump(ctx, s, &wsSink{queue: queue}, a.Limits.CursorHeartbt)
+		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{queue: queue}), a.Limits.CursorHeartbt)
 		switch {
 		case errors.Is(err, errSlowConsumer):
 			trySend(closeWith, closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
@@ -138,6 +138,9 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 			}
 		case req := <-closeWith:
 			a.finalClose(c, req, written.Load())
+			return
+		case <-a.Shutdown:
+			a.finalClose(c, closeReq{CloseShutdown, "shutdown", "the gateway is shutting down; reconnect and resume from cursor"}, written.Load())
 			return
 		case <-keepAlive.C:
 			pctx, pcancel := context.WithTimeout(ctx, a.Limits.KeepAlive)

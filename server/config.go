@@ -3,17 +3,22 @@
 package server
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/handlers"
 )
 
 // Config is the gateway configuration. Every flag can also be given as a
-// VSG_* environment variable (--data-dir → VSG_DATA_DIR); a flag on the
-// command line wins over the environment.
+// VSG_* environment variable (--data-dir → VSG_DATA_DIR) or as a key of
+// the YAML file named by --config (data-dir: ./data). Precedence: command
+// line, then environment, then the file, then the default.
 type Config struct {
+	ConfigFile    string
 	Listen        string
 	Vtgate        string
 	Redis         string
@@ -24,49 +29,156 @@ type Config struct {
 	LogFormat     string
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
+
+	// Authentication (see package auth).
+	JWTSecrets     []string
+	JWKSURL        string
+	JWKSRefresh    time.Duration
+	JWTAudience    string
+	JWTIssuer      string
+	JWTLeeway      time.Duration
+	InsecureNoAuth bool
+	MetricsAuth    bool
+	CORSOrigins    []string
+
+	// Limits.
+	MaxBodyBytes     int64
+	WSReadLimit      int64
+	WSQueue          int
+	MaxLimit         int
+	DefaultLimit     int
+	MaxWait          time.Duration
+	MaxConnsPerToken int
+	AdminRate        float64
+	AdminBurst       int
+
+	// vtgate connection security.
+	VtgateCA         string
+	VtgateCert       string
+	VtgateKey        string
+	VtgateServerName string
+	VtgateUser       string
+	VtgatePassword   string
 }
 
-// ParseFlags reads the configuration from args and the environment.
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("configuration")
+
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+}
+
+// ParseFlags reads the configuration from args, the environment and the
+// optional config file.
 func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("vstream-gateway", flag.ContinueOnError)
-	str := func(p *string, name, def, usage string) {
-		if v := getenv(envName(name)); v != "" {
-			def = v
-		}
-		fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
+	d := &definer{fs: fs, getenv: getenv}
+	d.str(&c.ConfigFile, "config", "", "optional YAML file whose keys are these flag names")
+	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
+	d.str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
+	d.str(&c.Redis, "redis", "", "Redis URL (redis://host:port/db); empty uses the embedded store")
+	d.str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")
+	d.str(&c.StreamsFile, "streams-file", "", "optional YAML file of stream definitions loaded at start-up")
+	d.str(&c.CursorSecret, "cursor-secret", "", "key that signs cursor tokens (at least 16 bytes); empty: generated once and kept in the store")
+	d.str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	d.str(&c.LogFormat, "log-format", "text", "text or json")
+	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
+	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+
+	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
+	d.str(&c.JWKSURL, "jwks-url", "", "JWKS URL for RS/PS/ES/EdDSA tokens (keys by kid, cached and refreshed)")
+	d.dur(&c.JWKSRefresh, "jwks-refresh", time.Hour, "how often the JWKS is fetched again (an unknown kid fetches early, at most every 30s)")
+	d.str(&c.JWTAudience, "jwt-audience", "", "required aud claim (unchecked when empty)")
+	d.str(&c.JWTIssuer, "jwt-issuer", "", "required iss claim (unchecked when empty)")
+	d.dur(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on exp, nbf and iat")
+	d.boolean(&c.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication (local demo only)")
+	d.boolean(&c.MetricsAuth, "metrics-auth", false, "require a token with the admin or metrics scope for /metrics")
+	d.list(&c.CORSOrigins, "cors-origins", "origins allowed to call the API from a browser and open WebSockets (comma-separated or repeated; * for any)")
+
+	d.int64(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest request body")
+	d.int64(&c.WSReadLimit, "ws-read-limit", 4<<10, "largest WebSocket message a client may send")
+	d.integer(&c.WSQueue, "ws-queue", 4096, "messages buffered per WebSocket before the client counts as slow")
+	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
+	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
+	d.dur(&c.MaxWait, "max-wait", 60*time.Second, "cap on the pull wait parameter (long-poll)")
+	d.integer(&c.MaxConnsPerToken, "max-conns-per-token", 32, "concurrent streaming connections (pull, SSE, WebSocket) per token subject; 0: unlimited")
+	d.float(&c.AdminRate, "admin-rate", 5, "admin API requests per second per token subject")
+	d.integer(&c.AdminBurst, "admin-burst", 20, "admin API burst per token subject")
+
+	d.str(&c.VtgateCA, "vtgate-ca", "", "CA file that verifies vtgate's certificate (enables TLS)")
+	d.str(&c.VtgateCert, "vtgate-cert", "", "client certificate file for vtgate (mutual TLS)")
+	d.str(&c.VtgateKey, "vtgate-key", "", "client key file for vtgate (mutual TLS)")
+	d.str(&c.VtgateServerName, "vtgate-server-name", "", "server name expected in vtgate's certificate")
+	d.str(&c.VtgateUser, "vtgate-user", "", "username for vtgate's static gRPC auth (sent per RPC)")
+	d.str(&c.VtgatePassword, "vtgate-password", "", "password for vtgate's static gRPC auth")
+
+	if err := d.loadFile(args); err != nil {
+		return nil, err
 	}
-	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
-		if v := getenv(envName(name)); v != "" {
-			if d, err := time.ParseDuration(v); err == nil {
-				def = d
-			}
-		}
-		fs.DurationVar(p, name, def, usage+" (env "+envName(name)+")")
-	}
-	str(&c.Listen, "listen", ":8080", "HTTP listen address")
-	str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
-	str(&c.Redis, "redis", "", "Redis URL (redis://host:port/db); empty uses the embedded store")
-	str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")
-	str(&c.StreamsFile, "streams-file", "", "optional YAML file of stream definitions loaded at start-up")
-	str(&c.CursorSecret, "cursor-secret", "", "key that signs cursor tokens (at least 16 bytes); empty: generated once and kept in the store")
-	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	str(&c.LogFormat, "log-format", "text", "text or json")
-	dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
-	dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+	d.commandLine()
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
-		return nil, fmt.Errorf("--cursor-secret must be at least 16 bytes")
-	}
-	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
-		return nil, fmt.Errorf("--redis must be a redis:// or rediss:// URL")
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+func (c *Config) validate() error {
+	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
+		return configErr("--cursor-secret must be at least 16 bytes")
+	}
+	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
+		return configErr("--redis must be a redis:// or rediss:// URL")
+	}
+	authConfigured := len(c.JWTSecrets) > 0 || c.JWKSURL != ""
+	switch {
+	case !authConfigured && !c.InsecureNoAuth:
+		return configErr("no authentication configured: give --jwt-secret and/or --jwks-url (or --insecure-no-auth for a local demo)")
+	case authConfigured && c.InsecureNoAuth:
+		return configErr("--insecure-no-auth cannot be combined with --jwt-secret or --jwks-url")
+	}
+	for i, s := range c.JWTSecrets {
+		if len(s) < 32 {
+			return configErr("--jwt-secret %d is %d bytes; HS256 secrets must be at least 32 bytes", i+1, len(s))
+		}
+	}
+	if c.JWKSURL != "" && !strings.HasPrefix(c.JWKSURL, "https://") && !strings.HasPrefix(c.JWKSURL, "http://") {
+		return configErr("--jwks-url must be an http(s) URL")
+	}
+	if (c.VtgateCert == "") != (c.VtgateKey == "") {
+		return configErr("--vtgate-cert and --vtgate-key go together")
+	}
+	if c.VtgatePassword != "" && c.VtgateUser == "" {
+		return configErr("--vtgate-password needs --vtgate-user")
+	}
+	switch {
+	case c.MaxBodyBytes < 1024:
+		return configErr("--max-body-bytes must be at least 1024")
+	case c.WSReadLimit < 1024:
+		return configErr("--ws-read-limit must be at least 1024 (an ack carries a cursor of up to 1 KiB)")
+	case c.WSQueue < 1:
+		return configErr("--ws-queue must be positive")
+	case c.MaxLimit < 1 || c.DefaultLimit < 1 || c.DefaultLimit > c.MaxLimit:
+		return configErr("--default-limit and --max-limit must be positive, default ≤ max")
+	case c.MaxWait < 0:
+		return configErr("--max-wait must not be negative")
+	case c.MaxConnsPerToken < 0:
+		return configErr("--max-conns-per-token must not be negative")
+	case c.AdminRate <= 0 || c.AdminBurst < 1:
+		return configErr("--admin-rate and --admin-burst must be positive")
+	}
+	for _, o := range c.CORSOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return configErr("--cors-origins: %q is not * or an http(s) origin", o)
+		}
+	}
+	return nil
 }
 
 func envName(flagName string) string {
@@ -75,3 +187,15 @@ func envName(flagName string) string {
 
 // Getenv is os.Getenv, for ParseFlags.
 var Getenv = os.Getenv
+
+// limits returns the handler limits of the configuration.
+func (c *Config) limits() handlers.Limits {
+	l := handlers.DefaultLimits()
+	l.MaxBodyBytes = c.MaxBodyBytes
+	l.WSReadLimit = c.WSReadLimit
+	l.WSQueue = c.WSQueue
+	l.MaxLimit = c.MaxLimit
+	l.DefaultLimit = c.DefaultLimit
+	l.MaxWait = c.MaxWait
+	return l
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/web"
 )
 
@@ -16,22 +17,26 @@ import (
 func (s *Server) Router() http.Handler {
 	a := s.api
 	r := chi.NewRouter()
-	r.Use(recoverer(s.log), accessLog(s.log))
+	lim := s.limiter()
+	admin := chi.Chain(requireAdmin, lim.adminRateLimit) // see middleware.go
+	r.Use(recoverer(s.log), accessLog(s.log), instrument, s.corsPolicy().middleware, s.authenticator().middleware)
 	r.Get("/healthz", a.Healthz)
 	r.Get("/readyz", a.Readyz)
 	r.Get("/openapi.yaml", serveOpenAPI)
+	r.Get("/metrics", metrics.Handler().ServeHTTP)
 	r.Route("/v1/streams", func(r chi.Router) {
-		r.Post("/", a.CreateStream)
+		r.With(admin...).Post("/", a.CreateStream)
 		r.Get("/", a.ListStreams)
 		r.Route("/{stream}", func(r chi.Router) {
+			r.Use(streamScope)
 			r.Get("/", a.GetStream)
-			r.Delete("/", a.DeleteStream)
-			r.Get("/changes", a.Changes)
-			r.Get("/sse", a.SSE)
-			r.Get("/ws", a.WS)
-			r.Get("/subscribers/{subscriber}", a.GetSubscriber)
-			r.Delete("/subscribers/{subscriber}", a.DeleteSubscriber)
-			r.Post("/subscribers/{subscriber}/ack", a.Ack)
+			r.With(admin...).Delete("/", a.DeleteStream)
+			r.With(readScope, lim.streaming("pull")).Get("/changes", a.Changes)
+			r.With(readScope, lim.streaming("sse")).Get("/sse", a.SSE)
+			r.With(readScope, lim.streaming("ws")).Get("/ws", a.WS)
+			r.With(ownSubscriber).Get("/subscribers/{subscriber}", a.GetSubscriber)
+			r.With(admin...).Delete("/subscribers/{subscriber}", a.DeleteSubscriber)
+			r.With(ownSubscriber).Post("/subscribers/{subscriber}/ack", a.Ack)
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,11 @@ type Server struct {
 	hub   *hub.Hub
 	api   *handlers.API
 	http  *http.Server
+
+	authn   *Authenticator
+	limits  *Limiter
+	cors    *CORS
+	closing chan struct{} // closed when shutdown begins
 }
 
 // New builds a gateway from cfg: opens the store, dials vtgate, loads the
@@ -55,7 +60,15 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.src, err = source.Dial(ctx, cfg.Vtgate, source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat))
+	if s.authn, err = newAuthenticator(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	s.limits, s.cors, s.closing = newLimiter(cfg), newCORS(cfg.CORSOrigins), make(chan struct{})
+	vtOpts, err := vtgateOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat)}, vtOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -69,19 +82,22 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	}
 	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log))
 	s.api = &handlers.API{
-		Streams: reg,
-		Hub:     s.hub,
-		Cursors: s.hub.Cursors(),
-		Store:   st,
-		Log:     log,
-		Limits:  handlers.DefaultLimits(),
-		Ready:   s.ready,
+		Streams:  reg,
+		Hub:      s.hub,
+		Cursors:  s.hub.Cursors(),
+		Store:    st,
+		Log:      log,
+		Limits:   cfg.limits(),
+		Ready:    s.ready,
+		Shutdown: s.closing,
 	}
 	s.http = &http.Server{
 		Addr:              cfg.Listen,
 		Handler:           s.Router(),
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests do not inherit ctx: on shutdown, streaming clients must
+		// still be able to receive their final cursor (see Serve).
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	ok = true
 	return s, nil
@@ -161,12 +177,15 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down")
+	s.log.Info("shutting down: closing streaming clients with a resumable cursor")
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
 	defer cancel()
-	err := s.http.Shutdown(sctx)
+	err := s.shutdown(sctx)
+	// The store closes last: every ack that reached a handler is written
+	// by now (acks are stored synchronously), so no cursor is lost.
 	s.closeBackends()
 	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown grace expired; closing remaining connections", "grace", s.cfg.ShutdownGrace)
 		s.http.Close()
 	}
 	return nil

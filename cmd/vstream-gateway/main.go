@@ -1,5 +1,6 @@
 // Command vstream-gateway serves Vitess change streams over WebSocket, SSE
-// and HTTP long-poll.
+// and HTTP long-poll. `vstream-gateway token …` mints an HS256 token (for
+// the demo and scripts).
 package main
 
 import (
@@ -16,6 +17,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		runToken()
+	}
 	cfg, err := server.ParseFlags(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return

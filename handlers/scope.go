@@ -1,0 +1,85 @@
+package handlers
+
+import (
+	"context"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// outbound is the last step before a transport encodes a delivery: the
+// token's table scope is applied (rows of other tables are never sent)
+// and what is sent is counted. One per connection or pull request.
+// Webhooks apply the same auth.TableFilter to the tables globs stored with
+// the webhook.
+type outbound struct {
+	tables *auth.TableFilter
+	m      *metrics.Out
+}
+
+// outboundFor returns the outbound step of a request. Requests that did
+// not pass the authentication middleware (handlers used on their own, in
+// tests) carry no principal and are not filtered: the server installs the
+// middleware on every /v1 route.
+func outboundFor(ctx context.Context, stream, transport string) *outbound {
+	o := &outbound{m: metrics.Outbound(stream, transport)}
+	if p := auth.FromContext(ctx); p != nil {
+		o.tables = p.TableFilter()
+	}
+	return o
+}
+
+// apply returns d with the events the token may not see removed. d itself
+// is never modified: the same transaction may go to other clients.
+func (o *outbound) apply(d *hub.Delivery) *hub.Delivery {
+	kept := d.Events
+	if o.tables != nil {
+		kept = o.tables.Filter(d.Events)
+	}
+	lag := -1.0
+	if d.CommitTS > 0 && len(kept) > 0 {
+		lag = time.Since(time.Unix(d.CommitTS, 0)).Seconds()
+	}
+	o.m.Sent(len(kept), len(d.Events)-len(kept), lag)
+	if len(kept) == len(d.Events) {
+		return d
+	}
+	txn := *d.Txn
+	txn.Events = kept
+	return &hub.Delivery{Txn: &txn, Cursor: d.Cursor}
+}
+
+// scopedSink applies an outbound step in front of a push sink. Deliveries
+// that end up empty are still passed on, so that a sink that defers
+// flushing (SSE, while more is ready) still flushes at the end of a burst.
+type scopedSink struct {
+	sink
+	o *outbound
+}
+
+func (a *API) scoped(ctx context.Context, stream, transport string, s sink) sink {
+	return scopedSink{sink: s, o: outboundFor(ctx, stream, transport)}
+}
+
+func (s scopedSink) deliver(d *hub.Delivery, more bool) error {
+	return s.sink.deliver(s.o.apply(d), more)
+}
+
+// visibleStreams keeps the streams a non-admin token's streams claim
+// covers: listing must not reveal streams a client cannot read.
+func visibleStreams(ctx context.Context, list []*streams.Definition) []*streams.Definition {
+	p := auth.FromContext(ctx)
+	if p == nil || p.Admin() {
+		return list
+	}
+	out := make([]*streams.Definition, 0, len(list))
+	for _, d := range list {
+		if p.MayReadStream(d.Name) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
