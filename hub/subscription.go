@@ -6,6 +6,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -120,6 +121,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 
 func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery, error) {
 	s.seen = true
+	metrics.EventsIn(s.def.Name, len(txn.Events))
 	switch {
 	case txn.Heartbeat:
 		s.caughtUp = true
