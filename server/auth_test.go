@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
 var (
@@ -40,7 +41,7 @@ type authFixture struct {
 func newAuthFixture(t *testing.T) *authFixture {
 	t.Helper()
 	loadSpec(t)
-	s, codec := newTestServer(t)
+	s, _ := newTestServer(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	f := &authFixture{Server: s, rsa: key, pubPEM: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})}
 	f.h = s.Router()
-	tok, err := codec.Encode(context.Background(), "customers", testVGtid())
+	tok, err := s.API().Hub.Token(context.Background(), &streams.Definition{Name: "customers", Keyspace: "customer"}, testVGtid())
 	if err != nil {
 		t.Fatal(err)
 	}

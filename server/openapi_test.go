@@ -35,7 +35,7 @@ import (
 // and a vtgate address where nothing listens: subscriptions open (the
 // client connects lazily) but never deliver anything, which is all the
 // error paths, heartbeats and empty batches need.
-func newTestServer(t *testing.T) (*Server, *cursor.Codec) {
+func newTestServer(t testing.TB) (*Server, *cursor.Codec) {
 	t.Helper()
 	st, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"))
 	if err != nil {
@@ -72,7 +72,7 @@ func newTestServer(t *testing.T) (*Server, *cursor.Codec) {
 }
 
 // deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
+func deadAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
