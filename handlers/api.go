@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -50,10 +51,12 @@ func DefaultLimits() Limits {
 type API struct {
 	Streams *streams.Registry
 	Hub     *hub.Hub
-	Cursors *hub.Cursors
-	Store   store.Store
-	Log     *slog.Logger
-	Limits  Limits
+	// Journals is the reshard journal registry (GET /v1/reshards).
+	Journals *reshard.Registry
+	Cursors  *hub.Cursors
+	Store    store.Store
+	Log      *slog.Logger
+	Limits   Limits
 	// Ready reports whether vtgate and the store are reachable.
 	Ready func(ctx context.Context) error
 	// Shutdown is closed when the gateway begins to shut down: streaming
@@ -118,6 +121,10 @@ func (a *API) open(ctx context.Context, def *streams.Definition, token, subscrib
 	var ce *hub.CursorError
 	if errors.As(err, &ce) {
 		return nil, apiErr(http.StatusBadRequest, "invalid_cursor", ce.Error())
+	}
+	var ge *reshard.GapError
+	if errors.As(err, &ge) {
+		return nil, apiErr(http.StatusConflict, "resume_impossible", ge.Error())
 	}
 	return s, err
 }

@@ -29,6 +29,37 @@ type SubscriberState struct {
 	VGtid   *binlogdatapb.VGtid `json:"-"`
 	RawPos  []byte              `json:"vgtid"`
 	AckedAt time.Time           `json:"acked_at"`
+	// Bridges carry the subscriber across reshards that happened while it
+	// was away: replay each spool in order, then continue from the last
+	// bridge's After position. See bridge.go.
+	Bridges []Bridge `json:"bridges,omitempty"`
+}
+
+// Bridge is one captured crossing of a reshard cutover.
+type Bridge struct {
+	Journal string `json:"journal"` // reshard.Journal key
+	Log     string `json:"log"`     // spool log
+	From    []byte `json:"from"`    // position the spool starts after (protobuf VGtid)
+	After   []byte `json:"after"`   // position after the spool, on the new shards
+	Events  int    `json:"events"`
+	Bytes   int    `json:"bytes"`
+}
+
+// put writes a subscriber state.
+func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) error {
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(s.VGtid)
+	if err != nil {
+		return err
+	}
+	s.RawPos = raw
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := c.st.Put(ctx, cursorNS(stream), s.Name, b); err != nil {
+		return fmt.Errorf("store cursor: %w", err)
+	}
+	return nil
 }
 
 func cursorNS(stream string) string { return "subscribers/" + stream }
@@ -59,22 +90,46 @@ func decodeState(sub string, b []byte) (*SubscriberState, error) {
 // ahead of it on every shard (a late or repeated ack must not move a cursor
 // back and cause repeats). It returns the position now stored.
 func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, error) {
+	st := &SubscriberState{Name: sub}
 	if old, err := c.Get(ctx, stream, sub); err == nil {
 		if Behind(pos, old.VGtid) {
 			return old.VGtid, nil
 		}
+		st.Bridges = old.Bridges // still needed until acked past (see plan)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(pos)
-	if err != nil {
+	st.VGtid, st.AckedAt = pos, time.Now().UTC()
+	if err := c.put(ctx, stream, st); err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(&SubscriberState{RawPos: raw, AckedAt: time.Now().UTC()})
-	if err := c.st.Put(ctx, cursorNS(stream), sub, b); err != nil {
-		return nil, fmt.Errorf("store cursor: %w", err)
-	}
 	return pos, nil
+}
+
+// AckFenced is Ack for a subscriber owned by a lease holder (a webhook
+// deliverer): the write succeeds only while lease is held with token, so a
+// paused or partitioned former holder cannot move the cursor back.
+func (c *Cursors) AckFenced(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid, lease string, token uint64) error {
+	st := &SubscriberState{Name: sub}
+	if old, err := c.Get(ctx, stream, sub); err == nil {
+		if Behind(pos, old.VGtid) {
+			return nil
+		}
+		st.Bridges = old.Bridges
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	st.VGtid, st.AckedAt = pos, time.Now().UTC()
+	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(pos)
+	if err != nil {
+		return err
+	}
+	st.RawPos = raw
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return c.st.PutFenced(ctx, cursorNS(stream), sub, b, lease, token)
 }
 
 // List returns every subscriber of stream.

@@ -39,6 +39,13 @@ type Hub struct {
 	cancel  context.CancelFunc
 	parkTTL time.Duration
 
+	rebuilder Rebuilder
+	observe   RebuildObserver
+
+	bridgeTimeout  time.Duration
+	spoolMaxEvents int
+	spoolMaxBytes  int
+
 	mu     sync.Mutex
 	parked map[string]*parked // by stream + "\x00" + token
 	wg     sync.WaitGroup
@@ -58,12 +65,20 @@ func WithLogger(l *slog.Logger) Option { return func(h *Hub) { h.log = l } }
 // WithParkTTL sets how long an idle pull subscription stays open.
 func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d } }
 
+// WithSpoolLimit bounds each bridge spool. A bridge that would exceed it
+// fails (reported in GET /v1/reshards and the log) instead of filling the
+// store.
+func WithSpoolLimit(events, bytes int) Option {
+	return func(h *Hub) { h.spoolMaxEvents, h.spoolMaxBytes = events, bytes }
+}
+
 // New returns a hub.
 func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
+		bridgeTimeout: 5 * time.Minute, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		parked: map[string]*parked{},
 	}
 	for _, o := range opts {
@@ -109,10 +124,14 @@ func (h *Hub) Subscribe(def *streams.Definition, from *binlogdatapb.VGtid, token
 		from = StartPosition(def)
 	}
 	spec := source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()}
+	return h.newSubscription(def, from, token, h.src.Open(h.ctx, spec, from))
+}
+
+func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid, token string, src txnSource) *Subscription {
 	return &Subscription{
 		hub:   h,
 		def:   def,
-		r:     h.src.Open(h.ctx, spec, from),
+		r:     src,
 		pos:   from,
 		token: token,
 		// A reader that starts at "now" is at the live end by definition.

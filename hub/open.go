@@ -31,6 +31,7 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 	var (
 		pos   *binlogdatapb.VGtid
 		token = from.Token
+		state *SubscriberState
 	)
 	switch {
 	case from.Token != "":
@@ -39,11 +40,19 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			return nil, &CursorError{Err: err}
 		}
 		pos = v
+		if from.Subscriber != "" {
+			// The subscriber's bridges still apply to an explicit cursor
+			// inside them.
+			if st, err := h.cursors.Get(ctx, def.Name, from.Subscriber); err == nil && len(st.Bridges) > 0 {
+				st.VGtid = v
+				state = st
+			}
+		}
 	case from.Subscriber != "":
 		st, err := h.cursors.Get(ctx, def.Name, from.Subscriber)
 		switch {
 		case err == nil:
-			pos = st.VGtid
+			pos, state = st.VGtid, st
 			if token, err = h.Token(ctx, def, pos); err != nil {
 				return nil, err
 			}
@@ -52,7 +61,22 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			return nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
 		}
 	}
-	return h.Subscribe(def, pos, token), nil
+	if token != "" {
+		if s := h.unpark(def.Name, token); s != nil {
+			if sameDefinition(s.def, def) {
+				return s, nil
+			}
+			s.close()
+		}
+	}
+	if pos == nil {
+		pos = StartPosition(def)
+	}
+	src, err := h.plan(ctx, def, pos, state)
+	if err != nil {
+		return nil, err
+	}
+	return h.newSubscription(def, pos, token, src), nil
 }
 
 // Cursors returns the subscriber cursor repository.

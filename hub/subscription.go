@@ -22,7 +22,7 @@ type Delivery struct {
 type Subscription struct {
 	hub    *Hub
 	def    *streams.Definition
-	r      *source.Reader
+	r      txnSource
 	pos    *binlogdatapb.VGtid
 	token  string
 	failed bool

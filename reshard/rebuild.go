@@ -67,7 +67,7 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 		if j == nil {
 			break
 		}
-		pos = apply(pos, j)
+		pos = Apply(pos, j)
 		applied = append(applied, j)
 	}
 	var missing []string
@@ -151,8 +151,8 @@ func laterThan(a, b *Journal) bool {
 	return true
 }
 
-// apply replaces j's participants in pos by its targets.
-func apply(pos *binlogdatapb.VGtid, j *Journal) *binlogdatapb.VGtid {
+// Apply replaces j's participants in pos by its targets.
+func Apply(pos *binlogdatapb.VGtid, j *Journal) *binlogdatapb.VGtid {
 	part := map[string]bool{}
 	for _, p := range j.Participants {
 		part[p] = true
@@ -216,4 +216,10 @@ type GapError struct {
 func (e *GapError) Error() string {
 	return fmt.Sprintf("cursor needs shards that no longer exist (%s) and no recorded reshard journal continues it exactly; resume from a fresh snapshot",
 		strings.Join(e.Missing, ", "))
+}
+
+// AllServing reports whether every shard of pos serves (the common case,
+// decided without loading journals).
+func AllServing(pos *binlogdatapb.VGtid, topo source.Topology) bool {
+	return allState(pos, topo, source.ShardServing)
 }

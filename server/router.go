@@ -24,6 +24,8 @@ func (s *Server) Router() http.Handler {
 	r.Get("/readyz", a.Readyz)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Get("/metrics", metrics.Handler().ServeHTTP)
+	// Operators' view of reshards: lists subscribers of every stream.
+	r.With(requireAdmin).Get("/v1/reshards", a.Reshards)
 	r.Route("/v1/streams", func(r chi.Router) {
 		r.With(admin...).Post("/", a.CreateStream)
 		r.Get("/", a.ListStreams)

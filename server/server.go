@@ -15,6 +15,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
@@ -36,6 +37,10 @@ type Server struct {
 	limits  *Limiter
 	cors    *CORS
 	closing chan struct{} // closed when shutdown begins
+
+	journals *reshard.Registry
+	streams  *streams.Registry
+	watcher  *reshard.Watcher
 }
 
 // New builds a gateway from cfg: opens the store, dials vtgate, loads the
@@ -68,7 +73,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat)}, vtOpts...)...)
+	journals := reshard.NewRegistry(st)
+	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat),
+		source.WithJournalHook(journalRecorder(journals, s))}, vtOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,10 +87,22 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		}
 		log.Info("streams loaded", "file", cfg.StreamsFile, "count", n)
 	}
-	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log))
+	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log),
+		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild))
+	s.journals, s.streams = journals, reg
+	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
+		func(ctx context.Context, j *reshard.Journal) {
+			defs, err := reg.List(ctx)
+			if err != nil {
+				log.Error("bridging: listing streams failed", "err", err)
+				return
+			}
+			s.hub.BridgeAll(ctx, defs, j)
+		}, reshard.WithWatcherLogger(log))
 	s.api = &handlers.API{
 		Streams:  reg,
 		Hub:      s.hub,
+		Journals: journals,
 		Cursors:  s.hub.Cursors(),
 		Store:    st,
 		Log:      log,
@@ -170,6 +189,10 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(l) }()
+	wctx, stopWatcher := context.WithCancel(ctx)
+	watcherDone := make(chan struct{})
+	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
+	defer func() { stopWatcher(); <-watcherDone }()
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
 	select {
 	case err := <-errc:

@@ -73,7 +73,7 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		a.cur = nil
 	case binlogdatapb.VEventType_DDL:
 		a.schema.invalidate(a.spec.Keyspace)
-		ctl := control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
+		ctl := Control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
 		return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp}), nil
 	case binlogdatapb.VEventType_JOURNAL:
 		if a.hook != nil && ev.Journal != nil {
@@ -88,7 +88,7 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		// vtgate sends one per shard and a final one with neither keyspace
 		// nor shard once every shard finished copying.
 		if ev.Keyspace == "" && ev.Shard == "" {
-			ctl := control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
+			ctl := Control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
 			return a.emit(&Txn{Events: []event.Event{ctl}}), nil
 		}
 	case binlogdatapb.VEventType_HEARTBEAT:
@@ -189,7 +189,7 @@ func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
 		for _, sg := range j.ShardGtids {
 			to = append(to, sg.Shard)
 		}
-		events = append(events, control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
+		events = append(events, Control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
 			"from": from, "to": to, "journal_id": fmt.Sprint(j.Id),
 		}))
 	}
@@ -201,8 +201,8 @@ func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
 	return a.emit(&Txn{Events: events, Journal: j})
 }
 
-// control encodes a control event. They are rare, so encoding/json is fine.
-func control(typ event.Type, keyspace, shard string, fields map[string]any) event.Event {
+// Control encodes a control event. They are rare, so encoding/json is fine.
+func Control(typ event.Type, keyspace, shard string, fields map[string]any) event.Event {
 	m := map[string]any{"type": typ}
 	if keyspace != "" {
 		m["keyspace"] = keyspace

@@ -1,0 +1,114 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+)
+
+type reshardReport struct {
+	Keyspace       string              `json:"keyspace"`
+	Journal        string              `json:"journal"`
+	ID             string              `json:"id"`
+	From           []string            `json:"from"`
+	To             []string            `json:"to"`
+	LocalPositions map[string]string   `json:"local_positions"`
+	Targets        []reshard.ShardPos  `json:"targets"`
+	SeenAt         time.Time           `json:"seen_at"`
+	Complete       bool                `json:"complete"`
+	Bridges        []*hub.BridgeStatus `json:"bridges"`
+	Blocking       []blockingSub       `json:"blocking_subscribers"`
+	SafeToComplete bool                `json:"safe_to_complete"`
+}
+
+type blockingSub struct {
+	Stream     string `json:"stream"`
+	Subscriber string `json:"subscriber"`
+	Reason     string `json:"reason"`
+}
+
+// Reshards serves GET /v1/reshards: the journals seen, the bridges done or
+// failed, and per reshard the named subscribers whose cursors still need
+// the old shards — the operator's "is it safe to run Reshard complete now?".
+func (a *API) Reshards(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	defs, err := a.Streams.List(ctx)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	keyspaces := map[string]bool{}
+	for _, d := range defs {
+		keyspaces[d.Keyspace] = true
+	}
+	out := []reshardReport{}
+	for ks := range keyspaces {
+		reps, err := a.keyspaceReshards(ctx, ks)
+		if err != nil {
+			WriteError(w, a.Log, err)
+			return
+		}
+		out = append(out, reps...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SeenAt.Before(out[j].SeenAt) })
+	writeJSON(w, http.StatusOK, map[string]any{"reshards": out})
+}
+
+func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport, error) {
+	journals, err := a.Journals.List(ctx, ks)
+	if err != nil {
+		return nil, err
+	}
+	bridges, err := a.Hub.BridgeStatuses(ctx, ks)
+	if err != nil {
+		return nil, err
+	}
+	defs, err := a.Streams.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []reshardReport
+	for _, j := range journals {
+		rep := reshardReport{
+			Keyspace: ks, Journal: j.Key, ID: formatID(j.ID), From: j.From(), To: j.To(),
+			LocalPositions: j.Local, Targets: j.Targets, SeenAt: j.SeenAt, Complete: j.Complete(),
+			Bridges: []*hub.BridgeStatus{}, Blocking: []blockingSub{},
+		}
+		safe := rep.Complete
+		for _, b := range bridges {
+			if b.Journal == j.Key {
+				rep.Bridges = append(rep.Bridges, b)
+				if b.State == "in_progress" || b.State == "failed" {
+					safe = false
+				}
+			}
+		}
+		for _, d := range defs {
+			if d.Keyspace != ks {
+				continue
+			}
+			subs, err := a.Cursors.List(ctx, d.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range subs {
+				if need, why := a.Hub.NeedsOldShards(s, j); need {
+					rep.Blocking = append(rep.Blocking, blockingSub{Stream: d.Name, Subscriber: s.Name, Reason: why})
+					safe = false
+				}
+			}
+		}
+		rep.SafeToComplete = safe
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+// formatID renders journal ids as strings: they are 64-bit hashes that
+// JavaScript numbers cannot hold.
+func formatID(id int64) string { return strconv.FormatInt(id, 10) }

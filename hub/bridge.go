@@ -1,0 +1,251 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Bridging (DESIGN §4 rule 3). A named subscriber that went away before a
+// reshard cutover holds a position on the old shards behind the journal's
+// local_position. The events between its position and the cutover exist
+// only on the old shards, which `Reshard complete` deletes, often seconds
+// after SwitchTraffic. So as soon as a journal is recorded, the gateway
+// streams each such subscriber's remaining old-shard events (stop_on_reshard)
+// into a spool in the store and records "spool, then the journal's target
+// positions" in the subscriber's state. On reconnect it replays the spool
+// and continues on the new shards: nothing lost, nothing repeated.
+
+// ErrSpoolFull is reported when a bridge would exceed the spool bound; the
+// subscriber is left as it was and resumes with its stream's on_gap policy
+// if the old shards are gone when it returns.
+var ErrSpoolFull = errors.New("bridge spool limit exceeded")
+
+// BridgeStatus is the record of one bridge, for GET /v1/reshards.
+type BridgeStatus struct {
+	Journal    string    `json:"journal"`
+	Stream     string    `json:"stream"`
+	Subscriber string    `json:"subscriber"`
+	State      string    `json:"state"` // in_progress | done | failed | not_needed
+	Events     int       `json:"events"`
+	Bytes      int       `json:"bytes"`
+	Error      string    `json:"error,omitempty"`
+	Started    time.Time `json:"started"`
+	Finished   time.Time `json:"finished,omitzero"`
+}
+
+func bridgeNS(keyspace string) string { return "bridges/" + keyspace }
+
+// effectivePosition is where a subscriber's state ends: after its last
+// bridge if it has any, else its acked position.
+func effectivePosition(st *SubscriberState) (*binlogdatapb.VGtid, error) {
+	if n := len(st.Bridges); n > 0 {
+		v := &binlogdatapb.VGtid{}
+		if err := proto.Unmarshal(st.Bridges[n-1].After, v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	return st.VGtid, nil
+}
+
+// BridgeSubscriber bridges one subscriber of def across journal j if its
+// position is behind the cutover. It is safe to call again (a failed or
+// interrupted bridge restarts from scratch).
+func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub string, j *reshard.Journal) (*BridgeStatus, error) {
+	st, err := h.cursors.Get(ctx, def.Name, sub)
+	if err != nil {
+		return nil, err
+	}
+	from, err := effectivePosition(st)
+	if err != nil {
+		return nil, err
+	}
+	status := &BridgeStatus{Journal: j.Key, Stream: def.Name, Subscriber: sub, Started: time.Now().UTC()}
+	for _, b := range st.Bridges {
+		if b.Journal == j.Key {
+			status.State, status.Events, status.Bytes = "done", b.Events, b.Bytes
+			return status, nil
+		}
+	}
+	if !reshard.Behind(from, j) {
+		status.State = "not_needed"
+		return status, nil
+	}
+	status.State = "in_progress"
+	h.saveBridgeStatus(ctx, def.Keyspace, status)
+
+	log := fmt.Sprintf("spool/%s/%s/%s", def.Name, sub, j.Key)
+	after, err := h.capture(ctx, def, from, j, log, status)
+	status.Finished = time.Now().UTC()
+	if err != nil {
+		status.State, status.Error = "failed", err.Error()
+		h.saveBridgeStatus(ctx, def.Keyspace, status)
+		h.st.DeleteLog(context.WithoutCancel(ctx), log)
+		return status, err
+	}
+	fromRaw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(from)
+	afterRaw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(after)
+	// Re-read: the subscriber may have come back and acked meanwhile. If
+	// it moved, it is crossing the cutover itself and needs no bridge.
+	cur, err := h.cursors.Get(ctx, def.Name, sub)
+	if err != nil {
+		return status, err
+	}
+	if !proto.Equal(cur.VGtid, st.VGtid) || len(cur.Bridges) != len(st.Bridges) {
+		status.State = "not_needed"
+		h.saveBridgeStatus(ctx, def.Keyspace, status)
+		h.st.DeleteLog(ctx, log)
+		return status, nil
+	}
+	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes})
+	if err := h.cursors.put(ctx, def.Name, cur); err != nil {
+		return status, err
+	}
+	status.State = "done"
+	h.saveBridgeStatus(ctx, def.Keyspace, status)
+	h.log.Info("subscriber bridged across reshard", "stream", def.Name, "subscriber", sub,
+		"journal", j.Key, "from", j.From(), "to", j.To(), "events", status.Events, "bytes", status.Bytes,
+		"duration", status.Finished.Sub(status.Started))
+	return status, nil
+}
+
+// capture streams from `from` with stop_on_reshard into the spool log and
+// returns the position after it: the last position seen with j's
+// participants replaced by its targets. (The stream's own last VGTID points
+// past the journal on the old shards; resuming from it never reaches the
+// new shards.)
+func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlogdatapb.VGtid, j *reshard.Journal, log string, status *BridgeStatus) (*binlogdatapb.VGtid, error) {
+	if err := h.st.DeleteLog(ctx, log); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.bridgeTimeout)
+	defer cancel()
+	spec := source.Spec{Name: def.Name + "/bridge", Keyspace: def.Keyspace, Rules: def.VitessRules()}
+	r := h.src.Open(ctx, spec, from, source.StopOnReshard())
+	defer r.Close()
+	last := from
+	var batch [][]byte
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		_, err := h.st.Append(ctx, log, batch...)
+		batch = batch[:0]
+		return err
+	}
+	for {
+		txn, err := r.Next(ctx)
+		if errors.Is(err, source.ErrStopped) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bridge stream: %w", err)
+		}
+		if txn.Journal != nil || txn.Heartbeat {
+			continue
+		}
+		last = txn.VGtid
+		if len(txn.Events) == 0 {
+			continue
+		}
+		b, err := encodeSpoolEntry(txn)
+		if err != nil {
+			return nil, err
+		}
+		status.Events += len(txn.Events)
+		status.Bytes += len(b)
+		if status.Events > h.spoolMaxEvents || status.Bytes > h.spoolMaxBytes {
+			return nil, fmt.Errorf("%w (%d events, %d bytes)", ErrSpoolFull, status.Events, status.Bytes)
+		}
+		batch = append(batch, b)
+		if len(batch) >= 128 {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return reshard.Apply(last, j), nil
+}
+
+func (h *Hub) saveBridgeStatus(ctx context.Context, keyspace string, s *BridgeStatus) {
+	b, _ := json.Marshal(s)
+	key := s.Journal + "/" + s.Stream + "/" + s.Subscriber
+	if err := h.st.Put(context.WithoutCancel(ctx), bridgeNS(keyspace), key, b); err != nil {
+		h.log.Warn("saving bridge status failed", "key", key, "err", err)
+	}
+}
+
+// BridgeStatuses lists the bridges recorded for keyspace.
+func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeStatus, error) {
+	recs, err := h.st.List(ctx, bridgeNS(keyspace))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*BridgeStatus, 0, len(recs))
+	for _, r := range recs {
+		var s BridgeStatus
+		if json.Unmarshal(r.Value, &s) == nil {
+			out = append(out, &s)
+		}
+	}
+	return out, nil
+}
+
+// BridgeAll bridges every named subscriber of the streams on j's keyspace
+// that is behind j's cutover. Subscribers are bridged concurrently (a few
+// at a time): the old shards may be deleted seconds after the switch.
+func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, def := range defs {
+		if def.Keyspace != j.Keyspace {
+			continue
+		}
+		subs, err := h.cursors.List(ctx, def.Name)
+		if err != nil {
+			h.log.Warn("bridging: listing subscribers failed", "stream", def.Name, "err", err)
+			continue
+		}
+		for _, s := range subs {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(def *streams.Definition, sub string) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, err := h.BridgeSubscriber(ctx, def, sub, j); err != nil {
+					h.log.Error("bridging a subscriber across a reshard failed: it will get its stream's on_gap policy if the old shards are deleted before it returns",
+						"stream", def.Name, "subscriber", sub, "journal", j.Key, "err", err)
+				}
+			}(def, s.Name)
+		}
+	}
+	wg.Wait()
+}
+
+// NeedsOldShards reports whether subscriber s still needs j's old shards:
+// its position (after any bridges) is behind the cutover and no bridge
+// carries it across.
+func (h *Hub) NeedsOldShards(s *SubscriberState, j *reshard.Journal) (bool, string) {
+	pos, err := effectivePosition(s)
+	if err != nil {
+		return true, "unreadable subscriber state"
+	}
+	if reshard.Behind(pos, j) {
+		return true, "cursor is behind the cutover on the old shards and not bridged"
+	}
+	return false, ""
+}

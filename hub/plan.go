@@ -1,0 +1,207 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Rebuilder gives the hub what cursor rebuilds need (DESIGN §4 rule 4):
+// the shards vtgate can stream and the recorded journals. *source.Client
+// and *reshard.Registry provide them in production.
+type Rebuilder interface {
+	Topology(ctx context.Context, keyspaces ...string) (source.Topology, error)
+	Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error)
+}
+
+// RebuildObserver is told every rebuild outcome (metrics).
+type RebuildObserver func(stream string, outcome reshard.Outcome)
+
+// WithRebuilder enables cursor rebuilds across reshards.
+func WithRebuilder(r Rebuilder, observe RebuildObserver) Option {
+	return func(h *Hub) { h.rebuilder, h.observe = r, observe }
+}
+
+// plan decides what a subscription reads before its live VStream: a
+// subscriber's bridge spools, reshard notices for journals an exact rewrite
+// followed, or a resync notice and a fresh snapshot. It returns the source
+// chain. st is the named subscriber's state, if any.
+func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, st *SubscriberState) (txnSource, error) {
+	var srcs []txnSource
+	live := pos
+	outcome := reshard.Passthrough
+	if st != nil && len(st.Bridges) > 0 {
+		spools, after, err := h.planBridges(ctx, def, st)
+		if err != nil {
+			return nil, err
+		}
+		if after != nil {
+			srcs = append(srcs, spools...)
+			live = after
+			outcome = reshard.Bridged
+		}
+	}
+	if h.rebuilder != nil && concrete(live) {
+		d, err := h.decide(ctx, def, live)
+		if err != nil {
+			return nil, err
+		}
+		switch d.Outcome {
+		case reshard.Exact:
+			var notes []*source.Txn
+			for _, j := range d.Applied {
+				notes = append(notes, &source.Txn{VGtid: d.VGtid, Events: []event.Event{reshardNotice(j)}})
+			}
+			srcs = append(srcs, &sliceSource{txns: notes})
+			live = d.VGtid
+			if outcome == reshard.Passthrough {
+				outcome = reshard.Exact
+			}
+		case reshard.Resync:
+			if def.OnGap == streams.OnGapFail {
+				h.observed(def, reshard.Failed, d)
+				return nil, &reshard.GapError{Missing: d.Missing}
+			}
+			live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
+			notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
+				"missing": d.Missing,
+				"reason":  "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
+			})
+			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
+			outcome = reshard.Resync
+		}
+		h.observed(def, outcome, d)
+	}
+	spec := source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()}
+	srcs = append(srcs, &lazySource{open: func() txnSource { return h.src.Open(h.ctx, spec, live) }})
+	return chain(srcs...), nil
+}
+
+func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (reshard.Decision, error) {
+	topo, err := h.rebuilder.Topology(ctx, def.Keyspace)
+	if err != nil {
+		// Without a topology view, let vtgate judge the cursor: it fails
+		// fast on a deleted shard and the client retries.
+		h.log.Warn("topology unavailable; passing the cursor through", "stream", def.Name, "err", err)
+		return reshard.Decision{Outcome: reshard.Passthrough, VGtid: pos}, nil
+	}
+	if reshard.AllServing(pos, topo) {
+		return reshard.Decision{Outcome: reshard.Passthrough, VGtid: pos}, nil
+	}
+	journals, err := h.rebuilder.Journals(ctx, def.Keyspace)
+	if err != nil {
+		return reshard.Decision{}, fmt.Errorf("load reshard journals: %w", err)
+	}
+	return reshard.Decide(pos, topo, map[string][]*reshard.Journal{def.Keyspace: journals}), nil
+}
+
+func (h *Hub) observed(def *streams.Definition, outcome reshard.Outcome, d reshard.Decision) {
+	if outcome != reshard.Passthrough {
+		var applied []string
+		for _, j := range d.Applied {
+			applied = append(applied, fmt.Sprintf("%v->%v", j.From(), j.To()))
+		}
+		h.log.Info("cursor rebuilt", "stream", def.Name, "outcome", outcome, "journals", applied, "missing", d.Missing)
+	}
+	if h.observe != nil {
+		h.observe(def.Name, outcome)
+	}
+}
+
+func reshardNotice(j *reshard.Journal) event.Event {
+	return source.Control(event.TypeReshard, j.Keyspace, "", map[string]any{
+		"from": j.From(), "to": j.To(), "journal_id": fmt.Sprint(j.ID),
+	})
+}
+
+// planBridges finds where the subscriber's acked position lies in its
+// bridge chain and returns the spools still to replay and the position
+// after the last one. Bridges acked past are freed. after is nil when the
+// acked position is in none of them (acked past all).
+func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *SubscriberState) ([]txnSource, *binlogdatapb.VGtid, error) {
+	var srcs []txnSource
+	var after *binlogdatapb.VGtid
+	started := false
+	keep := 0
+	for i, b := range st.Bridges {
+		from, to := &binlogdatapb.VGtid{}, &binlogdatapb.VGtid{}
+		if err := proto.Unmarshal(b.From, from); err != nil {
+			return nil, nil, err
+		}
+		if err := proto.Unmarshal(b.After, to); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case started:
+			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
+		case proto.Equal(st.VGtid, from):
+			started, keep = true, i
+			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
+		default:
+			seq, ok, err := h.findInSpool(ctx, b.Log, st.VGtid)
+			if err != nil {
+				return nil, nil, err
+			}
+			if ok {
+				started, keep = true, i
+				srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, after: seq})
+			}
+		}
+		after = to
+	}
+	if !started {
+		// Acked past every spool (or at a bridge's After): free them.
+		h.freeBridges(ctx, def, st, len(st.Bridges))
+		return nil, nil, nil
+	}
+	if keep > 0 {
+		h.freeBridges(ctx, def, st, keep)
+	}
+	return srcs, after, nil
+}
+
+// findInSpool returns the sequence number of the spool entry whose
+// position is pos.
+func (h *Hub) findInSpool(ctx context.Context, log string, pos *binlogdatapb.VGtid) (uint64, bool, error) {
+	var after uint64
+	for {
+		entries, err := h.st.ReadLog(ctx, log, after, 1024)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, e := range entries {
+			t, err := decodeSpoolEntry(e.Value)
+			if err != nil {
+				return 0, false, err
+			}
+			if proto.Equal(t.VGtid, pos) {
+				return e.Seq, true, nil
+			}
+			after = e.Seq
+		}
+		if len(entries) < 1024 {
+			return 0, false, nil
+		}
+	}
+}
+
+// freeBridges drops the first n bridges of a subscriber (acked past) and
+// their spools.
+func (h *Hub) freeBridges(ctx context.Context, def *streams.Definition, st *SubscriberState, n int) {
+	for _, b := range st.Bridges[:n] {
+		if err := h.st.DeleteLog(ctx, b.Log); err != nil {
+			h.log.Warn("freeing bridge spool failed", "log", b.Log, "err", err)
+		}
+	}
+	st.Bridges = st.Bridges[n:]
+	if err := h.cursors.put(ctx, def.Name, st); err != nil {
+		h.log.Warn("updating subscriber after freeing spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
+	}
+}
