@@ -38,7 +38,7 @@ type authFixture struct {
 	tok    string // cursor token for stream customers
 }
 
-func newAuthFixture(t *testing.T) *authFixture {
+func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
 	loadSpec(t)
 	s, _ := newTestServer(t)
@@ -76,13 +76,25 @@ func newAuthFixture(t *testing.T) *authFixture {
 
 // mint returns a valid HS256 token for sub reading every stream and
 // table, changed by edit.
-func (f *authFixture) mint(t *testing.T, sub string, edit func(c *auth.Claims)) string {
+func (f *authFixture) mint(t testing.TB, sub string, edit func(c *auth.Claims)) string {
 	t.Helper()
 	c := f.claims(sub)
 	if edit != nil {
 		edit(c)
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(authSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rs256 signs c with the fixture's JWKS key.
+func (f *authFixture) rs256(t testing.TB, c *auth.Claims) string {
+	t.Helper()
+	tk := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+	tk.Header["kid"] = "k1"
+	s, err := tk.SignedString(f.rsa)
 	if err != nil {
 		t.Fatal(err)
 	}
