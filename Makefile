@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test unit e2e demo cluster-up cluster-down vet fuzz bench
+.PHONY: build test unit e2e demo cluster-up cluster-down vet fuzz bench lint-api
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -30,8 +30,15 @@ test: vet cluster-up
 unit:
 	$(GO) test -race -count=1 ./...
 
+# Lint the API description (Redocly CLI from the npm registry; rules in redocly.yaml).
+lint-api:
+	npx --yes @redocly/cli@2.77.0 lint openapi.yaml
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./cursor/
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 60s ./server/
+	$(GO) test -run '^$$' -fuzz FuzzTokenHeader -fuzztime 30s ./server/
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./auth/
 
 # The demo runs with authentication on: a secret is generated once into
 # $(DEMO_DATA)/jwt-secret and a ready admin token is printed.
