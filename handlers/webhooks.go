@@ -58,6 +58,10 @@ func webhookError(err error) error {
 
 // webhookRoute resolves the stream of the URL (and checks it exists).
 func (a *WebhookAPI) webhookRoute(w http.ResponseWriter, r *http.Request) (*streams.Definition, bool) {
+	if a.Service == nil {
+		WriteError(w, a.Log, apiErr(http.StatusServiceUnavailable, "webhooks_unavailable", "webhooks are not enabled on this gateway"))
+		return nil, false
+	}
 	def, err := a.stream(r.Context(), chi.URLParam(r, "stream"))
 	if err != nil {
 		WriteError(w, a.Log, err)

@@ -59,6 +59,12 @@ type Config struct {
 	VtgateServerName string
 	VtgateUser       string
 	VtgatePassword   string
+
+	// Webhooks.
+	AllowPrivateWebhooks bool
+	WebhookLeaseTTL      time.Duration
+	WebhookRetryMin      time.Duration
+	WebhookRetryMax      time.Duration
 }
 
 // ErrConfig wraps every configuration error.
@@ -113,6 +119,11 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.VtgateUser, "vtgate-user", "", "username for vtgate's static gRPC auth (sent per RPC)")
 	d.str(&c.VtgatePassword, "vtgate-password", "", "password for vtgate's static gRPC auth")
 
+	d.boolean(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "let webhooks reach loopback, private and link-local addresses (development and tests only: otherwise refused against SSRF)")
+	d.dur(&c.WebhookLeaseTTL, "webhook-lease-ttl", 15*time.Second, "how long a replica owns a webhook without renewing its lease: the longest a webhook pauses when its replica dies")
+	d.dur(&c.WebhookRetryMin, "webhook-retry-min", time.Second, "first webhook retry delay (then doubling, ±50% jitter)")
+	d.dur(&c.WebhookRetryMax, "webhook-retry-max", 10*time.Minute, "longest webhook retry delay")
+
 	if err := d.loadFile(args); err != nil {
 		return nil, err
 	}
@@ -132,6 +143,12 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 func (c *Config) validate() error {
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
 		return configErr("--cursor-secret must be at least 16 bytes")
+	}
+	if c.WebhookLeaseTTL < time.Second {
+		return configErr("--webhook-lease-ttl must be at least 1s")
+	}
+	if c.WebhookRetryMin <= 0 || c.WebhookRetryMax < c.WebhookRetryMin {
+		return configErr("--webhook-retry-min must be positive and --webhook-retry-max at least as long")
 	}
 	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
 		return configErr("--redis must be a redis:// or rediss:// URL")

@@ -39,6 +39,7 @@ func (s *Server) Router() http.Handler {
 			r.With(ownSubscriber).Get("/subscribers/{subscriber}", a.GetSubscriber)
 			r.With(admin...).Delete("/subscribers/{subscriber}", a.DeleteSubscriber)
 			r.With(ownSubscriber).Post("/subscribers/{subscriber}/ack", a.Ack)
+			r.With(admin...).Route("/webhooks", s.webhookRoutes)
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

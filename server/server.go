@@ -41,6 +41,8 @@ type Server struct {
 	journals *reshard.Registry
 	streams  *streams.Registry
 	watcher  *reshard.Watcher
+
+	wh webhooks // see webhooks.go
 }
 
 // New builds a gateway from cfg: opens the store, dials vtgate, loads the
@@ -109,6 +111,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		Limits:   cfg.limits(),
 		Ready:    s.ready,
 		Shutdown: s.closing,
+	}
+	if err := s.newWebhooks(cfg); err != nil {
+		return nil, err
 	}
 	s.http = &http.Server{
 		Addr:              cfg.Listen,
@@ -193,6 +198,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	watcherDone := make(chan struct{})
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
 	defer func() { stopWatcher(); <-watcherDone }()
+	s.startWebhooks(ctx)
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
 	select {
 	case err := <-errc:
@@ -231,6 +237,7 @@ func (s *Server) storeName() string {
 }
 
 func (s *Server) closeBackends() {
+	s.stopWebhooks() // releases webhook leases while the store is still open
 	if s.hub != nil {
 		s.hub.Close()
 	}

@@ -1,0 +1,383 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/store"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// deliverer delivers one webhook while this replica holds its lease. Every
+// store write it makes is fenced with the lease's token: once the lease is
+// lost (expired, taken over, revoked) its writes fail and it stops, so a
+// paused or partitioned replica can neither move the cursor nor
+// dead-letter a batch behind the new holder's back.
+type deliverer struct {
+	s     *Service
+	def   *streams.Definition
+	wh    atomic.Pointer[Webhook] // refreshed by the supervisor (secret rotation, settings)
+	lease store.Lease
+	log   *slog.Logger
+}
+
+func newDeliverer(s *Service, def *streams.Definition, w *Webhook, l store.Lease) *deliverer {
+	d := &deliverer{s: s, def: def, lease: l,
+		log: s.log.With("webhook", w.ID, "stream", w.Stream, "lease_token", l.Token)}
+	d.wh.Store(w)
+	return d
+}
+
+// run delivers until ctx ends or the deliverer must stop. Source failures
+// (vtgate unreachable, a stream error) reopen the subscription from the
+// stored cursor after a backoff.
+func (d *deliverer) run(ctx context.Context) error {
+	eb := d.s.backoff.schedule()
+	for {
+		progressed, err := d.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, errStopped), errors.Is(err, ErrGone):
+			return err
+		}
+		if progressed {
+			eb.Reset()
+		}
+		wait := eb.NextBackOff()
+		d.log.Warn("webhook delivery interrupted; resuming from the stored cursor", "err", err, "retry_in", wait)
+		if err := d.s.sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// session is one subscription's worth of delivery.
+type session struct {
+	d      *deliverer
+	feed   Feed
+	start  *binlogdatapb.VGtid // the stored cursor
+	pos    *binlogdatapb.VGtid // the position read up to
+	target *inflight           // a recorded batch to rebuild first
+	carry  *hub.Delivery       // read, but did not fit the previous batch
+	err    error               // a feed error to report after the current batch
+}
+
+// next returns the carried-over delivery, or blocks for the next one.
+func (ss *session) next(ctx context.Context) (*hub.Delivery, error) {
+	if d := ss.carry; d != nil {
+		ss.carry = nil
+		return d, nil
+	}
+	return ss.feed.Next(ctx)
+}
+
+func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
+	wh := d.wh.Load()
+	ss := &session{d: d}
+	cs, err := d.s.cursors.Get(ctx, wh.Stream, wh.Subscriber())
+	switch {
+	case err == nil:
+		ss.start = cs.VGtid
+	case !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	// A batch recorded by a previous holder (or an earlier session) that
+	// starts at the stored cursor may have reached the receiver: rebuild
+	// exactly it, and send it under its id.
+	rec, err := d.s.repo.inflight(ctx, wh.ID)
+	if err != nil {
+		return false, err
+	}
+	if rec != nil && len(rec.End) > 0 {
+		if start, err := unmarshalPos(rec.Start); err == nil && samePos(start, ss.start) {
+			ss.target = rec
+		}
+	}
+	ss.feed, err = d.s.src.Open(ctx, d.def, hub.From{Subscriber: wh.Subscriber()})
+	if err != nil {
+		return false, err
+	}
+	defer ss.feed.Close()
+	for {
+		b, err := ss.collect(ctx)
+		if err != nil {
+			return progressed, err
+		}
+		rec := ss.target
+		if rec == nil || rec.ID != b.id {
+			rec = &inflight{ID: b.id, Start: marshalPos(b.start), End: marshalPos(b.end), Events: b.events}
+		}
+		ss.target = nil
+		if err := ss.deliver(ctx, b, rec); err != nil {
+			return progressed, err
+		}
+		ss.start, progressed = b.end, true
+	}
+}
+
+// collect reads the next batch: it blocks for the first transaction with
+// events, then takes whole transactions that are ready (or arrive within
+// batch_max_wait) while they fit in batch_max_events. Transactions are
+// never split: one larger than batch_max_events is a batch of its own. A
+// batch recorded before a takeover is rebuilt to its recorded end instead.
+func (ss *session) collect(ctx context.Context) (*batch, error) {
+	if ss.err != nil {
+		return nil, ss.err
+	}
+	d := ss.d
+	wh := d.wh.Load()
+	b := &batch{start: ss.start}
+	var targetEnd *binlogdatapb.VGtid
+	if ss.target != nil {
+		targetEnd, _ = unmarshalPos(ss.target.End)
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, d.s.idleAck)
+		dv, err := ss.next(wctx)
+		idle := wctx.Err() != nil
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if idle && errors.Is(err, context.DeadlineExceeded) {
+				d.s.metrics.setLag(wh.ID, nil, d.s.now())
+				if err := ss.ackIdle(ctx); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, err
+		}
+		if dv.Heartbeat {
+			continue
+		}
+		ss.pos = dv.VGtid
+		if len(dv.Events) > 0 {
+			b.add(dv)
+			break
+		}
+	}
+	linger := time.Now().Add(wh.BatchMaxWait.D())
+	for {
+		if targetEnd != nil {
+			if samePos(b.end, targetEnd) {
+				break
+			}
+			if !hub.Behind(b.end, targetEnd) {
+				// The stream no longer reproduces the recorded batch (a
+				// rebuilt cursor, a copy phase): send what was read as a
+				// new batch.
+				d.log.Info("webhook: recorded batch not reproducible; sending a new one", "recorded", ss.target.ID)
+				targetEnd, ss.target = nil, nil
+				break
+			}
+			dv, err := ss.feed.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !dv.Heartbeat {
+				b.add(dv)
+				ss.pos = dv.VGtid
+			}
+			continue
+		}
+		if b.events >= wh.BatchMaxEvents {
+			break
+		}
+		dv, ok, err := ss.feed.TryNext(ctx)
+		if err == nil && !ok {
+			wait := time.Until(linger)
+			if wait <= 0 {
+				break
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			dv, err = ss.feed.Next(wctx)
+			timedOut := wctx.Err() != nil
+			cancel()
+			if err != nil && ctx.Err() == nil && timedOut {
+				break
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			// Deliver what was read; the session ends after this batch.
+			ss.err = err
+			break
+		}
+		if dv.Heartbeat {
+			continue
+		}
+		if b.events+len(dv.Events) > wh.BatchMaxEvents {
+			ss.carry = dv
+			break
+		}
+		b.add(dv)
+		ss.pos = dv.VGtid
+	}
+	id := ""
+	if ss.target != nil {
+		id = ss.target.ID
+	}
+	b.finish(wh.ID, wh.Stream, id)
+	d.s.metrics.setLag(wh.ID, b, d.s.now())
+	return b, nil
+}
+
+// ackIdle stores the position of transactions the filter dropped, so an
+// idle webhook's cursor keeps up with the binlog.
+func (ss *session) ackIdle(ctx context.Context) error {
+	if ss.target != nil || !concrete(ss.pos) || samePos(ss.pos, ss.start) {
+		return nil
+	}
+	if err := ss.d.ack(ctx, ss.pos); err != nil {
+		return err
+	}
+	ss.start = ss.pos
+	return nil
+}
+
+// deliver sends b until the receiver confirms it, refuses it for good, or
+// max_attempts is reached, and then moves the cursor past it. rec is the
+// batch's in-flight record (carrying a previous holder's attempts, if it
+// is a rebuilt batch).
+func (ss *session) deliver(ctx context.Context, b *batch, rec *inflight) error {
+	d, s := ss.d, ss.d.s
+	if err := d.putInflight(ctx, rec); err != nil {
+		return err
+	}
+	eb := s.backoff.schedule()
+	for {
+		wh := d.wh.Load()
+		if wh.Paused {
+			return errStopped
+		}
+		now := s.now()
+		if rec.FirstAttemptAt.IsZero() {
+			rec.FirstAttemptAt = now.UTC()
+		}
+		rec.Attempts++
+		rec.LastAttemptAt = now.UTC()
+		a := post(ctx, s.client, wh, b.id, b.body, now)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", errStopped, ctx.Err())
+		}
+		switch {
+		case a.class == classDelivered:
+			s.metrics.observeAttempt(wh.ID, a, attemptSuccess)
+		case a.class == classGone:
+			s.metrics.observeAttempt(wh.ID, a, attemptDisabled)
+		case a.class == classPermanent || rec.Attempts >= wh.MaxAttempts:
+			s.metrics.observeAttempt(wh.ID, a, attemptDeadLetter)
+		default:
+			s.metrics.observeAttempt(wh.ID, a, attemptRetry)
+		}
+		switch a.class {
+		case classDelivered:
+			if err := d.ack(ctx, b.end); err != nil {
+				return err
+			}
+			s.metrics.delivered(wh.ID, wh.Stream, b, s.now())
+			d.log.Debug("webhook batch delivered", "message", b.id, "events", b.events, "attempts", rec.Attempts, "status", a.status)
+			return nil
+		case classGone:
+			return d.disable(ctx, a)
+		}
+		rec.LastStatus, rec.LastError = a.status, a.describe()
+		if a.class == classPermanent || rec.Attempts >= wh.MaxAttempts {
+			reason := ReasonMaxAttempts
+			if a.class == classPermanent {
+				reason = ReasonPermanent
+			}
+			return ss.deadLetter(ctx, wh, b, rec, reason)
+		}
+		delay := s.backoff.delay(eb, a)
+		rec.NextAttemptAt = now.Add(delay).UTC()
+		if err := d.putInflight(ctx, rec); err != nil {
+			return err
+		}
+		s.metrics.setLag(wh.ID, b, s.now())
+		d.log.Info("webhook attempt failed; retrying", "message", b.id, "attempt", rec.Attempts,
+			"max_attempts", wh.MaxAttempts, "status", a.status, "class", a.kind, "err", rec.LastError, "retry_in", delay)
+		if err := s.sleep(ctx, delay); err != nil {
+			return fmt.Errorf("%w: %w", errStopped, err)
+		}
+	}
+}
+
+// deadLetter gives up on b: it is appended to the dead-letter list and the
+// cursor moves past it, so the batches after it flow.
+func (ss *session) deadLetter(ctx context.Context, wh *Webhook, b *batch, rec *inflight, reason string) error {
+	d, s := ss.d, ss.d.s
+	rec.NextAttemptAt = time.Time{}
+	// The log append is not fenced; this fenced write right before it
+	// makes sure the lease is still ours, which leaves only a
+	// milliseconds-wide window for a duplicate entry (same id) if the lease
+	// is lost in between.
+	if err := d.putInflight(ctx, rec); err != nil {
+		return err
+	}
+	if err := s.appendDeadLetter(ctx, wh, b, rec, reason); err != nil {
+		return err
+	}
+	if err := d.ack(ctx, b.end); err != nil {
+		return err
+	}
+	s.metrics.deliveries.WithLabelValues(wh.ID, "dead_lettered").Inc()
+	d.log.Warn("webhook batch dead-lettered", "message", b.id, "events", b.events, "reason", reason,
+		"attempts", rec.Attempts, "last_status", rec.LastStatus, "last_error", rec.LastError)
+	return nil
+}
+
+// disable records that the receiver answered 410 Gone. The batch stays
+// undelivered and the cursor where it is: Resume starts again from it.
+func (d *deliverer) disable(ctx context.Context, a *attempt) error {
+	wh := d.wh.Load()
+	st := &Status{Disabled: true, DisabledReason: "receiver answered 410 Gone: " + a.describe(), DisabledAt: d.s.now().UTC()}
+	v, _ := json.Marshal(st)
+	if err := d.s.st.PutFenced(ctx, nsStatus, wh.ID, v, d.lease.Name, d.lease.Token); err != nil {
+		return fenced(err)
+	}
+	d.s.metrics.deliveries.WithLabelValues(wh.ID, "disabled").Inc()
+	d.log.Warn("webhook disabled: receiver answered 410 Gone", "status", a.status)
+	return ErrGone
+}
+
+// ack moves the webhook's cursor to pos, fenced by the lease.
+func (d *deliverer) ack(ctx context.Context, pos *binlogdatapb.VGtid) error {
+	wh := d.wh.Load()
+	if err := d.s.cursors.AckFenced(ctx, wh.Stream, wh.Subscriber(), pos, d.lease.Name, d.lease.Token); err != nil {
+		return fenced(err)
+	}
+	metrics.CursorWrite(wh.Stream)
+	return nil
+}
+
+func (d *deliverer) putInflight(ctx context.Context, rec *inflight) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return fenced(d.s.st.PutFenced(ctx, nsInflight, d.wh.Load().ID, v, d.lease.Name, d.lease.Token))
+}
+
+// fenced turns a lost-lease write into errStopped: not a failure to retry
+// but the signal to stop.
+func fenced(err error) error {
+	if errors.Is(err, store.ErrFenced) {
+		return fmt.Errorf("%w: %w", errStopped, err)
+	}
+	return err
+}
