@@ -73,8 +73,10 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(a.Limits.WSReadLimit)
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer s.Close()
+	// The subscription is not safe for concurrent use: it is closed only
+	// once the producer, which reads it, has returned.
+	produced := make(chan struct{})
+	defer func() { cancel(); <-produced; s.Close() }()
 
 	queue := make(chan wsMessage, a.Limits.WSQueue)
 	var written atomic.Pointer[string] // cursor of the last whole transaction written
@@ -113,6 +115,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 
 	// Producer: subscription -> queue. Overflow means a slow consumer.
 	go func() {
+		defer close(produced)
 		defer cancel()
 		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{queue: queue}), a.Limits.CursorHeartbt)
 		switch {
