@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// reshardStep resharding customer from -> to: new shards, copy, switch,
+// and complete back to back (the old shards are gone seconds later).
+func reshardStep(t *testing.T, ctx context.Context, workflow, from, to string) {
+	t.Helper()
+	start := time.Now()
+	if err := cluster.AddShards(ctx, "customer", strings.Split(to, ",")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Reshard(ctx, "customer", workflow, from, to); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.SwitchTraffic(ctx, "customer", workflow); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Complete(ctx, "customer", workflow); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reshard %s -> %s switched and completed in %v", from, to, time.Since(start).Round(time.Millisecond))
+}
+
+type offline struct {
+	name   string
+	stream string
+	sub    string // "" for an anonymous token holder
+	cursor string
+	since  int // index in the writer's rows of the first row it must get
+}
+
+// park makes a subscriber read everything written so far (up to the rows
+// the writer inserted) and ack it, then go away.
+func park(t *testing.T, ctx context.Context, g *gateway, w *writer, o *offline) {
+	t.Helper()
+	want := w.since(o.since)
+	c, err := connectPull(ctx, g, o.stream, o.sub, o.cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readUntil(ctx, c, want)
+	if err != nil {
+		t.Fatalf("%s: %v", o.name, err)
+	}
+	checkExactlyOnce(t, o.name+" before going away", got, want)
+	o.cursor = got[len(got)-1].Cursor
+	if o.sub != "" {
+		if err := c.ack(ctx, o.cursor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.since = len(w.since(0))
+}
+
+// comeBack reconnects and checks every row since the last ack arrives once.
+func comeBack(t *testing.T, ctx context.Context, g *gateway, w *writer, o *offline) time.Duration {
+	t.Helper()
+	want := w.since(o.since)
+	start := time.Now()
+	cursor := o.cursor
+	if o.sub != "" {
+		cursor = ""
+	}
+	c, err := connectPull(ctx, g, o.stream, o.sub, cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Duration(0)
+	var got []ev
+	left := map[string]bool{}
+	for _, e := range want {
+		left[e] = true
+	}
+	for len(left) > 0 {
+		e, err := c.next(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v (%d rows missing)", o.name, err, len(left))
+		}
+		if first == 0 {
+			first = time.Since(start)
+		}
+		if e.Type != "change" {
+			continue
+		}
+		got = append(got, e)
+		delete(left, e.str("email"))
+	}
+	checkExactlyOnce(t, o.name+" after coming back", got, want)
+	o.cursor = got[len(got)-1].Cursor
+	if o.sub != "" {
+		if err := c.ack(ctx, o.cursor); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.since = len(w.since(0))
+	t.Logf("%s: %d rows exactly once; first event %v after reconnect", o.name, len(got), first.Round(time.Millisecond))
+	return first
+}
+
+type reshardsReport struct {
+	Reshards []struct {
+		Journal string   `json:"journal"`
+		From    []string `json:"from"`
+		To      []string `json:"to"`
+		Bridges []struct {
+			Stream, Subscriber, State, Error string
+			Events, Bytes                    int
+			Started, Finished                time.Time
+		} `json:"bridges"`
+		Blocking []struct{ Stream, Subscriber string } `json:"blocking_subscribers"`
+		Safe     bool                                   `json:"safe_to_complete"`
+	} `json:"reshards"`
+}
+
+func getReshards(t *testing.T, ctx context.Context, g *gateway) reshardsReport {
+	t.Helper()
+	var r reshardsReport
+	if st, err := g.do(ctx, "GET", "/v1/reshards", nil, &r); err != nil || st != 200 {
+		t.Fatalf("GET /v1/reshards: %d %v", st, err)
+	}
+	return r
+}
+
+// waitBridged waits until the journal from -> to is recorded and its
+// bridges are finished, and reports bridge throughput.
+func waitBridged(t *testing.T, ctx context.Context, g *gateway, from, to string) {
+	t.Helper()
+	for {
+		r := getReshards(t, ctx, g)
+		for _, rs := range r.Reshards {
+			if strings.Join(rs.From, ",") != from || strings.Join(rs.To, ",") != to {
+				continue
+			}
+			busy := false
+			for _, b := range rs.Bridges {
+				busy = busy || b.State == "in_progress"
+			}
+			if !busy && len(rs.Blocking) == 0 {
+				for _, b := range rs.Bridges {
+					if b.State == "failed" {
+						t.Errorf("bridge %s/%s failed: %s", b.Stream, b.Subscriber, b.Error)
+					}
+					if b.Events > 0 {
+						d := b.Finished.Sub(b.Started)
+						t.Logf("bridge %s -> %s %s/%s: %d events, %d bytes (%.0f B/event) in %v = %.0f events/s",
+							from, to, b.Stream, b.Subscriber, b.Events, b.Bytes, float64(b.Bytes)/float64(b.Events), d.Round(time.Millisecond), float64(b.Events)/d.Seconds())
+					}
+				}
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("reshard %s -> %s never recorded with its bridges done: %+v", from, to, r)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestReshardLifecycle takes customer through 0 -> -80,80- -> four shards
+// -> 0, each reshard switched and completed back to back, with subscribers
+// away across them: every one resumes with nothing lost or repeated, or is
+// told exactly why it cannot.
+func TestReshardLifecycle(t *testing.T) {
+	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	freshCluster(t, ctx)
+	g := startGateway(t, withRedis()...)
+	w := newWriter(t, "rs"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	stream := "rs-" + suffix
+	failStream := "rs-fail-" + suffix
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
+	g.createStream(t, map[string]any{"name": failStream, "keyspace": "customer", "tables": []string{"customer"}, "on_gap": "fail"})
+
+	behind := &offline{name: "named, behind the cutover", stream: stream, sub: "behind"}
+	atCut := &offline{name: "named, acked at the cutover", stream: stream, sub: "atcut"}
+	chain := &offline{name: "named, away for two reshards", stream: stream, sub: "chain"}
+	merge := &offline{name: "named, away for split and merge", stream: stream, sub: "merge"}
+	anon := &offline{name: "anonymous token", stream: stream}
+	anonFail := &offline{name: "anonymous token, on_gap=fail", stream: failStream}
+	all := []*offline{behind, atCut, chain, merge, anon, anonFail}
+	for _, o := range all {
+		o.cursor = initialCursor(t, ctx, g, o.stream)
+		if o.sub != "" {
+			if st, err := g.do(ctx, "POST", "/v1/streams/"+o.stream+"/subscribers/"+o.sub+"/ack", map[string]string{"cursor": o.cursor}, &map[string]any{}); err != nil || st != 200 {
+				t.Fatalf("ack: %d %v", st, err)
+			}
+		}
+	}
+	if err := w.insert(ctx, "p0", 50); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range all {
+		park(t, ctx, g, w, o)
+	}
+	// A client that stays connected sees the cutover as a reshard event.
+	live, err := connectWS(ctx, g, stream, "", atCut.cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.close()
+
+	// Backlog for the subscribers behind the cutover, then atCut catches up
+	// to the last write before the switch.
+	if err := w.insert(ctx, "backlog", 2000); err != nil {
+		t.Fatal(err)
+	}
+	park(t, ctx, g, w, atCut)
+
+	reshardStep(t, ctx, "split2", "0", "-80,80-")
+	waitBridged(t, ctx, g, "0", "-80,80-")
+	if err := w.insert(ctx, "after-split2", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.insert(ctx, "sentinel1", sentinels); err != nil {
+		t.Fatal(err)
+	}
+
+	// The connected client: every row once, and a reshard event 0 -> -80,80-.
+	sawReshard := false
+	left := map[string]bool{}
+	for _, e := range w.since(atCut.since - 2000) {
+		left[e] = true
+	}
+	for len(left) > 0 {
+		e, err := live.next(ctx)
+		if err != nil {
+			t.Fatalf("live client: %v (%d missing)", err, len(left))
+		}
+		if e.Type == "reshard" {
+			var r struct{ From, To []string }
+			json.Unmarshal(e.Raw, &r)
+			t.Logf("live client got reshard event %v -> %v", r.From, r.To)
+			sawReshard = strings.Join(r.From, ",") == "0" && strings.Join(r.To, ",") == "-80,80-"
+		}
+		if e.Type == "change" {
+			if !left[e.str("email")] && strings.Contains(e.str("email"), "@e2e") {
+				t.Errorf("live client: unexpected or repeated row %s", e.str("email"))
+			}
+			delete(left, e.str("email"))
+		}
+	}
+	if !sawReshard {
+		t.Error("live client did not get a reshard event for 0 -> -80,80-")
+	}
+
+	comeBack(t, ctx, g, w, behind)
+	comeBack(t, ctx, g, w, atCut)
+
+	// An anonymous token from before the cutover cannot be resumed exactly.
+	resyncCheck(t, ctx, g, w, anon)
+	failCheck(t, ctx, g, anonFail)
+
+	// Second reshard while chain and merge stay away.
+	if err := w.insert(ctx, "before-split4", 100); err != nil {
+		t.Fatal(err)
+	}
+	reshardStep(t, ctx, "split4", "-80,80-", "-40,40-80,80-c0,c0-")
+	waitBridged(t, ctx, g, "-80,80-", "-40,40-80,80-c0,c0-")
+	if err := w.insert(ctx, "after-split4", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.insert(ctx, "sentinel2", sentinels); err != nil {
+		t.Fatal(err)
+	}
+	comeBack(t, ctx, g, w, chain)
+
+	// Merge back to one shard while merge stays away.
+	if err := w.insert(ctx, "before-merge", 100); err != nil {
+		t.Fatal(err)
+	}
+	reshardStep(t, ctx, "merge1", "-40,40-80,80-c0,c0-", "0")
+	waitBridged(t, ctx, g, "-40,40-80,80-c0,c0-", "0")
+	if err := w.insert(ctx, "after-merge", 40); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.insert(ctx, "sentinel3", sentinels); err != nil {
+		t.Fatal(err)
+	}
+	comeBack(t, ctx, g, w, merge)
+	comeBack(t, ctx, g, w, chain)
+}
+
+// resyncCheck: a pre-reshard anonymous token after complete gets a resync
+// event, then a snapshot equal to SELECT of the table, then live changes.
+func resyncCheck(t *testing.T, ctx context.Context, g *gateway, w *writer, o *offline) {
+	t.Helper()
+	start := time.Now()
+	c, err := connectPull(ctx, g, o.stream, "", o.cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Type != "resync" {
+		t.Fatalf("%s: first event is %s, want resync: %s", o.name, e.Type, e.Raw)
+	}
+	t.Logf("%s: resync after %v: %s", o.name, time.Since(start).Round(time.Millisecond), e.Raw)
+	snap := map[string]int{}
+	for {
+		e, err := c.next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == "snapshot_complete" {
+			break
+		}
+		if e.Type == "change" {
+			if e.Op != "snapshot" {
+				t.Fatalf("%s: %s before snapshot_complete", o.name, e.Op)
+			}
+			snap[e.str("email")]++
+		}
+	}
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "select email from customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		want = append(want, s)
+	}
+	rows.Close()
+	if len(snap) != len(want) {
+		t.Errorf("%s: snapshot has %d distinct rows, table has %d", o.name, len(snap), len(want))
+	}
+	for _, e := range want {
+		if snap[e] != 1 {
+			t.Errorf("%s: row %s appears %d times in the snapshot", o.name, e, snap[e])
+			break
+		}
+	}
+	// Then live changes.
+	n := len(w.since(0))
+	if err := w.insert(ctx, "after-resync", 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readUntil(ctx, c, w.since(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, o.name+" live after resync", got, w.since(n))
+}
+
+// failCheck: with on_gap=fail the same situation is a clear 409.
+func failCheck(t *testing.T, ctx context.Context, g *gateway, o *offline) {
+	t.Helper()
+	var out struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	st, err := g.do(ctx, "GET", "/v1/streams/"+o.stream+"/changes?cursor="+url.QueryEscape(o.cursor), nil, &out)
+	if err != nil || st != http.StatusConflict || out.Error.Code != "resume_impossible" || !strings.Contains(out.Error.Message, "customer/0") {
+		t.Fatalf("%s: want 409 resume_impossible naming customer/0, got %d %+v %v", o.name, st, out, err)
+	}
+	t.Logf("%s: %d %s: %s", o.name, st, out.Error.Code, out.Error.Message)
+}
