@@ -180,7 +180,17 @@ func (w *Watcher) watch(ctx context.Context, ks string, lease store.Lease) {
 	for {
 		txn, err := r.Next(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if _, shard, ok := source.MissingShard(err); ok {
+				// The saved position is on a shard deleted while nobody
+				// watched (longer than the lease time): start again from
+				// the current position. Journals in between were seen
+				// only if some subscriber's stream crossed them.
+				log.Error("journal watcher position is on a deleted shard; restarting from the current position", "shard", shard, "err", err)
+				w.st.Delete(ctx, positionNS, ks)
+			} else {
 				log.Warn("journal watcher stream failed; restarting", "err", err)
 			}
 			return
