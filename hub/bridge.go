@@ -132,8 +132,6 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	ctx, cancel := context.WithTimeout(ctx, h.bridgeTimeout)
 	defer cancel()
 	spec := source.Spec{Name: def.Name + "/bridge", Keyspace: def.Keyspace, Rules: def.VitessRules()}
-	r := h.src.Open(ctx, spec, from, source.StopOnReshard())
-	defer r.Close()
 	last := from
 	var batch [][]byte
 	flush := func() error {
@@ -144,10 +142,25 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		batch = batch[:0]
 		return err
 	}
+	// Race against `Reshard complete`: a VStream opened while the switch
+	// is still settling can spend vtgate's 90 s looking for the old
+	// shard's primary. A healthy stream delivers something (a heartbeat at
+	// least) every second, so a stream silent for bridgeStall is reopened
+	// from the last transaction captured.
+	r := h.src.Open(ctx, spec, last, source.StopOnReshard())
+	defer func() { r.Close() }()
 	for {
-		txn, err := r.Next(ctx)
+		nctx, ncancel := context.WithTimeout(ctx, h.bridgeStall)
+		txn, err := r.Next(nctx)
+		ncancel()
 		if errors.Is(err, source.ErrStopped) {
 			break
+		}
+		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
+			h.log.Info("bridge stream stalled; reopening", "stream", def.Name, "journal", j.Key, "from", last)
+			r.Close()
+			r = h.src.Open(ctx, spec, last, source.StopOnReshard())
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bridge stream: %w", err)
