@@ -105,6 +105,7 @@ func WithStepTimeout(d time.Duration) Option { return func(c *Cluster) { c.timeo
 // <repo>/.vitess/bin where <repo> is found by walking up from the working
 // directory to this project's go.mod.
 func New(opts ...Option) (*Cluster, error) {
+	closeInheritedFDs()
 	c := &Cluster{
 		dataRoot: DefaultDataRoot,
 		runUser:  DefaultRunUser,
