@@ -108,15 +108,8 @@ type ackRequest struct {
 // Ack serves POST /v1/streams/{stream}/subscribers/{subscriber}/ack: the
 // subscriber confirms it processed everything up to cursor.
 func (a *API) Ack(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
-	sub := chi.URLParam(r, "subscriber")
-	if !streams.ValidName(sub) {
-		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_subscriber", "invalid subscriber name"))
+	def, sub, ok := a.subscriberPath(w, r)
+	if !ok {
 		return
 	}
 	var req ackRequest
@@ -158,12 +151,10 @@ func (a *API) ack(r *http.Request, def *streams.Definition, sub, token string) (
 // GetSubscriber serves GET /v1/streams/{stream}/subscribers/{subscriber}.
 func (a *API) GetSubscriber(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
-	if err != nil {
-		WriteError(w, a.Log, err)
+	def, sub, ok := a.subscriberPath(w, r)
+	if !ok {
 		return
 	}
-	sub := chi.URLParam(r, "subscriber")
 	st, err := a.Cursors.Get(ctx, def.Name, sub)
 	if errors.Is(err, store.ErrNotFound) {
 		WriteError(w, a.Log, apiErr(http.StatusNotFound, "subscriber_not_found", "no subscriber named "+quote(sub)))

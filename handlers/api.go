@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
 	"time"
@@ -127,6 +128,36 @@ func (a *API) open(ctx context.Context, def *streams.Definition, token, subscrib
 		return nil, apiErr(http.StatusConflict, "resume_impossible", ge.Error())
 	}
 	return s, err
+}
+
+// readerParams resolves the stream named in the URL and the optional
+// subscriber query parameter of a reading endpoint. On failure it has
+// written the error response and ok is false.
+func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (def *streams.Definition, sub string, ok bool) {
+	def, err := a.stream(r.Context(), chi.URLParam(r, "stream"))
+	if err == nil {
+		sub, err = subscriberParam(r)
+	}
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return nil, "", false
+	}
+	return def, sub, true
+}
+
+// subscriberPath resolves /v1/streams/{stream}/subscribers/{subscriber}.
+func (a *API) subscriberPath(w http.ResponseWriter, r *http.Request) (*streams.Definition, string, bool) {
+	def, err := a.stream(r.Context(), chi.URLParam(r, "stream"))
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return nil, "", false
+	}
+	sub := chi.URLParam(r, "subscriber")
+	if !streams.ValidName(sub) {
+		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_subscriber", "subscriber must be 1-64 characters of letters, digits, '_', '.', '-'"))
+		return nil, "", false
+	}
+	return def, sub, true
 }
 
 // subscriberParam validates the optional subscriber query parameter.

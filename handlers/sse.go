@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
@@ -20,16 +18,11 @@ import (
 // everything before it.
 func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
-	if err != nil {
-		WriteError(w, a.Log, err)
+	def, sub, ok := a.readerParams(w, r)
+	if !ok {
 		return
 	}
-	sub, err := subscriberParam(r)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
+	var err error
 	token := r.Header.Get("Last-Event-ID")
 	if sub != "" && token != "" {
 		// A browser reconnecting sends the id of the last event it

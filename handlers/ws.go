@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
 )
@@ -40,16 +39,11 @@ type wsMessage struct {
 // client acks with {"ack":"<cursor>"} (stored for named subscribers).
 func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
-	if err != nil {
-		WriteError(w, a.Log, err)
+	def, sub, ok := a.readerParams(w, r)
+	if !ok {
 		return
 	}
-	sub, err := subscriberParam(r)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
+	var err error
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
