@@ -331,7 +331,16 @@ func resyncCheck(t *testing.T, ctx context.Context, g *gateway, w *writer, o *of
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "select email from customer")
+	// OLAP: the table is larger than vttablet's 10,000-row OLTP limit.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "set workload = 'olap'"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, "select email from customer")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -189,6 +190,10 @@ func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
 		for _, sg := range j.ShardGtids {
 			to = append(to, sg.Shard)
 		}
+		// vtgate lists shards in no particular order; key-range order
+		// ("-80" < "80-") is what people read.
+		sort.Strings(from)
+		sort.Strings(to)
 		events = append(events, Control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
 			"from": from, "to": to, "journal_id": fmt.Sprint(j.Id),
 		}))
