@@ -118,7 +118,7 @@ type reshardsReport struct {
 			Started, Finished                time.Time
 		} `json:"bridges"`
 		Blocking []struct{ Stream, Subscriber string } `json:"blocking_subscribers"`
-		Safe     bool                                   `json:"safe_to_complete"`
+		Safe     bool                                  `json:"safe_to_complete"`
 	} `json:"reshards"`
 }
 
