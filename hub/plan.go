@@ -37,6 +37,18 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 	var srcs []txnSource
 	live := pos
 	outcome := reshard.Passthrough
+	if isNow(pos) {
+		if cur, ok := h.src.(currentPositioner); ok {
+			p, err := cur.Current(ctx, def.Keyspace)
+			if err != nil {
+				return nil, err
+			}
+			// The first delivery carries this position, so a client that
+			// starts at "now" gets a cursor before any row.
+			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: p}}})
+			live = p
+		}
+	}
 	if st != nil && len(st.Bridges) > 0 {
 		spools, after, err := h.planBridges(ctx, def, st)
 		if err != nil {
@@ -204,4 +216,18 @@ func (h *Hub) freeBridges(ctx context.Context, def *streams.Definition, st *Subs
 	if err := h.cursors.put(ctx, def.Name, st); err != nil {
 		h.log.Warn("updating subscriber after freeing spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
 	}
+}
+
+// currentPositioner resolves "now" into real positions (source.Client).
+type currentPositioner interface {
+	Current(ctx context.Context, keyspace string) (*binlogdatapb.VGtid, error)
+}
+
+func isNow(v *binlogdatapb.VGtid) bool {
+	for _, sg := range v.GetShardGtids() {
+		if sg.Gtid == "current" {
+			return true
+		}
+	}
+	return false
 }

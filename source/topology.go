@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 )
 
 // Topology asks vtgate which shards of keyspaces serve and which
@@ -83,4 +84,36 @@ func (t Topology) State(keyspace, shard string) ShardState {
 		return ShardServing // not ours to judge
 	}
 	return t.Shards[keyspace+"/"+shard]
+}
+
+// Current returns the current position of every shard of keyspace.
+//
+// A VStream started at "current" reports each shard's real position in its
+// own time; until all have, its VGTIDs still say "current" for some shards,
+// and a cursor taken then would restart those shards at a later "current"
+// and skip what they committed in between. Resolving the position first
+// gives readers a start that is a real position on every shard.
+func (c *Client) Current(ctx context.Context, keyspace string) (*binlogdatapb.VGtid, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r := c.Open(ctx, Spec{Name: "current/" + keyspace, Keyspace: keyspace, Rules: []*binlogdatapb.Rule{{Match: "__vsgw_none__"}}}, StartNow(keyspace))
+	defer r.Close()
+	for {
+		t, err := r.Next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("source: current position of %s: %w", keyspace, err)
+		}
+		if resolved(t.VGtid) {
+			return t.VGtid, nil
+		}
+	}
+}
+
+func resolved(v *binlogdatapb.VGtid) bool {
+	for _, sg := range v.GetShardGtids() {
+		if sg.Shard == "" || sg.Gtid == "current" || sg.Gtid == "" {
+			return false
+		}
+	}
+	return len(v.GetShardGtids()) > 0
 }

@@ -1,0 +1,216 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/cursor"
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+const ks = "customer"
+
+var (
+	s0  = fakevtgate.Shard{Keyspace: ks, Name: "0"}
+	sLo = fakevtgate.Shard{Keyspace: ks, Name: "-80"}
+	// targets is where journal 7 (0 → -80,80-) continues the stream.
+	targets = fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5")
+)
+
+// gtid is the MariaDB position after transaction n on shard 0; pos the
+// stream position there.
+func gtid(n int) string             { return fmt.Sprintf("MariaDB/0-1-%d", n) }
+func pos(n int) *binlogdatapb.VGtid { return fakevtgate.VGtid(ks, "0", gtid(n)) }
+func field(s fakevtgate.Shard) *binlogdatapb.VEvent {
+	return s.Field("t", fakevtgate.BigintPK("id"), fakevtgate.LongText("doc"))
+}
+
+// row is a one-row insert into t.
+func row(s fakevtgate.Shard, id string) *binlogdatapb.VEvent {
+	return s.Insert("t", 100, []string{id, "x" + id})
+}
+
+// env is a hub over a boltstore and a source dialled to a fake vtgate,
+// with cursor rebuilds wired as in production (server/reshard.go).
+type env struct {
+	fake *fakevtgate.Server
+	src  *source.Client
+	st   *boltstore.Store
+	reg  *reshard.Registry
+	hub  *Hub
+	def  *streams.Definition
+
+	mu       sync.Mutex
+	outcomes []reshard.Outcome
+}
+
+type rebuilder struct {
+	src *source.Client
+	reg *reshard.Registry
+}
+
+func (r rebuilder) Topology(ctx context.Context, keyspaces ...string) (source.Topology, error) {
+	return r.src.Topology(ctx, keyspaces...)
+}
+
+func (r rebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error) {
+	return r.reg.List(ctx, keyspace)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{fake: fakevtgate.New(t)}
+	e.fake.SetCreateTable("t", "CREATE TABLE `t` (`id` bigint(20) NOT NULL, `doc` longtext, PRIMARY KEY (`id`))")
+	e.fake.SetTopology(ks, []string{"0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if e.src, err = source.Dial(ctx, e.fake.Addr, source.WithLogger(quiet())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.src.Close)
+	if e.st, err = boltstore.Open(filepath.Join(t.TempDir(), "state.db"), boltstore.WithNoSync()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.st.Close() })
+	codec, err := cursor.NewCodec([]byte("test-signing-key-0123456789"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.reg = reshard.NewRegistry(e.st)
+	e.hub = New(e.src, codec, e.st, WithLogger(quiet()), WithRebuilder(rebuilder{e.src, e.reg}, func(_ string, o reshard.Outcome) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.outcomes = append(e.outcomes, o)
+	}))
+	t.Cleanup(e.hub.Close)
+	e.def = &streams.Definition{Name: "orders", Keyspace: ks, Tables: []string{"t"}, CreatedAt: time.Unix(1_700_000_000, 0)}
+	if err := e.def.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) token(t *testing.T, v *binlogdatapb.VGtid) string {
+	t.Helper()
+	tok, err := e.hub.Token(context.Background(), e.def, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// open opens a subscription closed when the test ends.
+func (e *env) open(t *testing.T, from From) *Subscription {
+	t.Helper()
+	s, err := e.hub.Open(context.Background(), e.def, from)
+	if err != nil {
+		t.Fatalf("Open(%+v): %v", from, err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (e *env) ack(t *testing.T, sub string, v *binlogdatapb.VGtid) *binlogdatapb.VGtid {
+	t.Helper()
+	got, err := e.hub.Cursors().Ack(context.Background(), e.def.Name, sub, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// lastOutcome is the latest rebuild outcome the hub reported.
+func (e *env) lastOutcome() reshard.Outcome {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.outcomes) == 0 {
+		return ""
+	}
+	return e.outcomes[len(e.outcomes)-1]
+}
+
+// recordJournal records journal 7 (shard 0 → -80,80-, cut at gtid(20)) as
+// the journal hook does, and returns it.
+func (e *env) recordJournal(t *testing.T) *reshard.Journal {
+	t.Helper()
+	ctx := context.Background()
+	j, ok := reshard.FromEvent(ks, "0", &binlogdatapb.Journal{Id: 7, MigrationType: binlogdatapb.MigrationType_SHARDS,
+		LocalPosition: gtid(20), ShardGtids: targets.ShardGtids,
+		Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "0"}}})
+	if !ok {
+		t.Fatal("not a reshard journal")
+	}
+	if _, err := e.reg.Record(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.reg.List(ctx, ks)
+	if err != nil || len(all) != 1 || !all[0].Complete() {
+		t.Fatalf("recorded journals %v, %v", all, err)
+	}
+	return all[0]
+}
+
+func next(t *testing.T, s *Subscription) *Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := s.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return d
+}
+
+// summary renders a delivery's events compactly: change events as the ids
+// they insert ("1 2"), control events as their type.
+func summary(t *testing.T, txn *source.Txn) string {
+	t.Helper()
+	var parts []string
+	for _, e := range txn.Events {
+		if e.Type != event.TypeChange {
+			parts = append(parts, string(e.Type))
+			continue
+		}
+		var m struct{ After struct{ ID json.Number } }
+		if err := json.Unmarshal(e.AppendJSON(nil, ""), &m); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, m.After.ID.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func member(t *testing.T, e event.Event, name string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(e.AppendJSON(nil, ""), &m); err != nil {
+		t.Fatal(err)
+	}
+	return string(m[name])
+}
+
+func samePos(t *testing.T, what string, got, want *binlogdatapb.VGtid) {
+	t.Helper()
+	if !proto.Equal(got, want) {
+		t.Fatalf("%s: position %v, want %v", what, got, want)
+	}
+}

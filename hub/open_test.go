@@ -1,0 +1,215 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Where Open starts: the token, else the subscriber's stored cursor, else
+// the stream's start.
+func TestOpenPosition(t *testing.T) {
+	live := fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(11), field(s0), row(s0, "1"))}}
+
+	t.Run("token", func(t *testing.T) {
+		e := newEnv(t)
+		e.fake.Push(live)
+		s := e.open(t, From{Token: e.token(t, pos(10))})
+		d := next(t, s)
+		if summary(t, d.Txn) != "1" || d.Cursor != e.token(t, pos(11)) {
+			t.Fatalf("delivery %q with cursor for %v", summary(t, d.Txn), d.VGtid)
+		}
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, pos(10))
+		if o := e.lastOutcome(); o != reshard.Passthrough {
+			t.Errorf("outcome %q", o)
+		}
+	})
+	t.Run("subscriber", func(t *testing.T) {
+		e := newEnv(t)
+		e.ack(t, "alice", pos(10))
+		e.fake.Push(live)
+		s := e.open(t, From{Subscriber: "alice"})
+		if c, err := s.Cursor(context.Background()); err != nil || c != e.token(t, pos(10)) {
+			t.Fatalf("cursor before the first delivery %q, %v", c, err)
+		}
+		next(t, s)
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, pos(10))
+	})
+	t.Run("token wins over subscriber", func(t *testing.T) {
+		e := newEnv(t)
+		e.ack(t, "alice", pos(5))
+		e.fake.Push(live)
+		next(t, e.open(t, From{Token: e.token(t, pos(10)), Subscriber: "alice"}))
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, pos(10))
+	})
+	t.Run("new subscriber", func(t *testing.T) {
+		e := newEnv(t)
+		e.fake.Push(live)
+		s := e.open(t, From{Subscriber: "bob"})
+		if c, err := s.Cursor(context.Background()); err != nil || c != "" {
+			t.Fatalf("cursor before the first delivery of a stream from now: %q, %v", c, err)
+		}
+		next(t, s)
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.StartNow(ks))
+	})
+	t.Run("neither, snapshot stream", func(t *testing.T) {
+		e := newEnv(t)
+		e.def.Start = streams.StartSnapshot
+		e.fake.Push(live)
+		s := e.open(t, From{})
+		if s.CaughtUp() {
+			t.Error("a stream starting with a copy phase is caught up")
+		}
+		next(t, s)
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+	})
+	t.Run("foreign token", func(t *testing.T) {
+		e := newEnv(t)
+		other := *e.def
+		other.Keyspace = "commerce"
+		tok, err := e.hub.Token(context.Background(), &other, pos(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ce *CursorError
+		if _, err := e.hub.Open(context.Background(), e.def, From{Token: tok}); !errors.As(err, &ce) {
+			t.Fatalf("Open with another stream's token: %v, want a CursorError", err)
+		}
+	})
+}
+
+// A pull client polling with next_cursor keeps one VStream: the parked
+// subscription is picked up by the next request with that cursor.
+func TestParkedSubscriptionReused(t *testing.T) {
+	e := newEnv(t)
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		s0.Txn(100, pos(12), row(s0, "2")),
+	}})
+	s := e.open(t, From{Token: e.token(t, pos(10))})
+	d := next(t, s)
+	e.hub.Park(s)
+	if n := e.hub.Parked(); n != 1 {
+		t.Fatalf("%d parked", n)
+	}
+
+	again := e.open(t, From{Token: d.Cursor})
+	if again != s || e.hub.Parked() != 0 {
+		t.Fatalf("the parked subscription was not reused (parked: %d)", e.hub.Parked())
+	}
+	if d := next(t, again); summary(t, d.Txn) != "2" {
+		t.Fatalf("after reuse: %q, want 2", summary(t, d.Txn))
+	}
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want 1", n)
+	}
+
+	// Parked too long: closed, its VStream cancelled, and the next request
+	// opens a new one.
+	e.hub.parkTTL = time.Millisecond
+	e.hub.Park(again)
+	<-e.fake.Call(t, 0).Done()
+	if n := e.hub.Parked(); n != 0 {
+		t.Fatalf("%d parked after the TTL", n)
+	}
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(13), field(s0), row(s0, "3"))}})
+	fresh := e.open(t, From{Token: e.token(t, pos(12))})
+	if fresh == again {
+		t.Fatal("a closed subscription was handed out")
+	}
+	next(t, fresh)
+	samePos(t, "new request", e.fake.Call(t, 1).Req.Vgtid, pos(12))
+}
+
+// Rebuild decisions end to end (DESIGN §4 rule 4): topology from vtgate,
+// journals from the registry, the VStream opened where the decision says.
+func TestOpenRebuild(t *testing.T) {
+	t.Run("passthrough while the old shard is readable", func(t *testing.T) {
+		e := newEnv(t)
+		e.recordJournal(t)
+		e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
+		e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(11), field(s0), row(s0, "1"))}})
+		s := e.open(t, From{Token: e.token(t, pos(10))})
+		if d := next(t, s); summary(t, d.Txn) != "1" {
+			t.Fatalf("first delivery %q", summary(t, d.Txn))
+		}
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, pos(10))
+		if o := e.lastOutcome(); o != reshard.Passthrough {
+			t.Errorf("outcome %q", o)
+		}
+	})
+
+	t.Run("exact", func(t *testing.T) {
+		e := newEnv(t)
+		e.recordJournal(t)
+		e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+		// The cursor of the reshard event itself: past the journal on 0.
+		s := e.open(t, From{Token: e.token(t, pos(21))})
+		d := next(t, s)
+		if len(d.Events) != 1 || d.Events[0].Type != event.TypeReshard ||
+			member(t, d.Events[0], "from") != `["0"]` || member(t, d.Events[0], "to") != `["-80","80-"]` {
+			t.Fatalf("first delivery %s, want the reshard notice", d.Events[0].AppendJSON(nil, ""))
+		}
+		if d.Cursor != e.token(t, targets) {
+			t.Errorf("notice cursor is for %v, want the rewritten position", d.VGtid)
+		}
+		if n := e.fake.Calls(); n != 0 {
+			t.Fatalf("VStream opened before the notice was read (%d calls)", n)
+		}
+		e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+			sLo.Txn(100, fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-6", "80-", "MariaDB/0-3-5"), field(sLo), row(sLo, "1"))}})
+		next(t, s)
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, targets)
+		if o := e.lastOutcome(); o != reshard.Exact {
+			t.Errorf("outcome %q", o)
+		}
+	})
+
+	t.Run("resync", func(t *testing.T) {
+		e := newEnv(t)
+		e.recordJournal(t)
+		e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+		// Behind the cutover and the old shard is gone: the events in
+		// between are lost.
+		s := e.open(t, From{Token: e.token(t, pos(10))})
+		d := next(t, s)
+		if len(d.Events) != 1 || d.Events[0].Type != event.TypeResync || member(t, d.Events[0], "missing") != `["customer/0"]` {
+			t.Fatalf("first delivery %s, want resync", d.Events[0].AppendJSON(nil, ""))
+		}
+		if n := e.fake.Calls(); n != 0 {
+			t.Fatalf("VStream opened before the resync notice was read (%d calls)", n)
+		}
+		e.fake.Push(fakevtgate.Script{Open: true})
+		if _, ok, err := s.TryNext(context.Background()); ok || err != nil { // opens the VStream
+			t.Fatalf("TryNext: %v, %v", ok, err)
+		}
+		samePos(t, "request (a copy phase)", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+		if o := e.lastOutcome(); o != reshard.Resync {
+			t.Errorf("outcome %q", o)
+		}
+	})
+
+	t.Run("on_gap fail", func(t *testing.T) {
+		e := newEnv(t)
+		e.def.OnGap = streams.OnGapFail
+		e.recordJournal(t)
+		e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+		_, err := e.hub.Open(context.Background(), e.def, From{Token: e.token(t, pos(10))})
+		var gap *reshard.GapError
+		if !errors.As(err, &gap) || len(gap.Missing) != 1 || gap.Missing[0] != "customer/0" {
+			t.Fatalf("Open: %v, want a GapError naming customer/0", err)
+		}
+		if o := e.lastOutcome(); o != reshard.Failed || e.fake.Calls() != 0 {
+			t.Errorf("outcome %q, %d VStream calls", o, e.fake.Calls())
+		}
+	})
+}
