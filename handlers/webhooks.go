@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -87,7 +88,7 @@ func (a *WebhookAPI) CreateWebhook(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, webhookError(err))
 		return
 	}
-	w.Header().Set("Location", r.URL.Path+"/"+v.ID)
+	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+v.ID)
 	writeJSON(w, http.StatusCreated, v)
 }
 
