@@ -53,13 +53,16 @@ func TestOpenPosition(t *testing.T) {
 	})
 	t.Run("new subscriber", func(t *testing.T) {
 		e := newEnv(t)
-		e.fake.Push(live)
+		// The stream starts at "now", resolved into real positions first
+		// (see TestOpenFromNowResolvesPosition).
+		e.fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{{s0.Pos(pos(10))}}}, live)
 		s := e.open(t, From{Subscriber: "bob"})
-		if c, err := s.Cursor(context.Background()); err != nil || c != "" {
-			t.Fatalf("cursor before the first delivery of a stream from now: %q, %v", c, err)
+		samePos(t, "resolving request", e.fake.Call(t, 0).Req.Vgtid, source.StartNow(ks))
+		if d := next(t, s); len(d.Events) != 0 || d.Cursor != e.token(t, pos(10)) {
+			t.Fatalf("first delivery %q with cursor for %v", summary(t, d.Txn), d.VGtid)
 		}
 		next(t, s)
-		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.StartNow(ks))
+		samePos(t, "request", e.fake.Call(t, 1).Req.Vgtid, pos(10))
 	})
 	t.Run("neither, snapshot stream", func(t *testing.T) {
 		e := newEnv(t)
@@ -212,4 +215,38 @@ func TestOpenRebuild(t *testing.T) {
 			t.Errorf("outcome %q, %d VStream calls", o, e.fake.Calls())
 		}
 	})
+}
+
+// A stream from "now" starts at a real position on every shard: vtgate's
+// "current" is resolved first (heartbeats and VGTIDs in which some shard
+// still says "current" do not count), and the first delivery carries it, so
+// a client has a cursor before any row and never one that means "a later
+// now".
+func TestOpenFromNowResolvesPosition(t *testing.T) {
+	e := newEnv(t)
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+	hi := fakevtgate.Shard{Keyspace: ks, Name: "80-"}
+	partial := fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-5", "80-", "current")
+	now := fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-9")
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		{fakevtgate.Heartbeat()},
+		sLo.Txn(100, partial),
+		hi.Txn(100, now),
+	}})
+	s := e.open(t, From{Subscriber: "new"})
+	resolve := e.fake.Call(t, 0)
+	samePos(t, "resolving request", resolve.Req.Vgtid, source.StartNow(ks))
+	<-resolve.Done() // closed once resolved
+
+	d := next(t, s)
+	if len(d.Events) != 0 || d.Cursor != e.token(t, now) {
+		t.Fatalf("first delivery: %d events, cursor for %v; want the resolved position", len(d.Events), d.VGtid)
+	}
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		sLo.Txn(100, fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-6", "80-", "MariaDB/0-3-9"), field(sLo), row(sLo, "1")),
+	}})
+	if d := next(t, s); summary(t, d.Txn) != "1" {
+		t.Fatalf("second delivery %q", summary(t, d.Txn))
+	}
+	samePos(t, "live request", e.fake.Call(t, 1).Req.Vgtid, now)
 }

@@ -1,0 +1,258 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+)
+
+// journalEnd is how the old shard's stream ends under stop_on_reshard:
+// writes up to the cutover at gtid(20), the JOURNAL (with a position past
+// it, which must not be used), then EOF.
+func journalEnd() [][]*binlogdatapb.VEvent {
+	return [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(20)),
+		s0.JournalTxn(7, []string{"0"}, gtid(20), pos(21), "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5"),
+	}
+}
+
+// after5 is a position on the new shards after their first transaction.
+var after5 = fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-6", "80-", "MariaDB/0-3-5")
+
+// liveOnNewShards is the VStream from the journal's targets.
+func liveOnNewShards() fakevtgate.Script {
+	return fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{sLo.Txn(100, after5, field(sLo), row(sLo, "4"))}}
+}
+
+// bridge captures alice's old-shard events (she acked pos(10)) into a
+// spool and checks what was recorded.
+func bridge(t *testing.T, e *env, j *reshard.Journal) *SubscriberState {
+	t.Helper()
+	ctx := context.Background()
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
+	if err != nil || st.State != "done" {
+		t.Fatalf("BridgeSubscriber: %+v, %v", st, err)
+	}
+	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sub.Bridges) != 1 {
+		t.Fatalf("%d bridges recorded", len(sub.Bridges))
+	}
+	after := &binlogdatapb.VGtid{}
+	if err := proto.Unmarshal(sub.Bridges[0].After, after); err != nil {
+		t.Fatal(err)
+	}
+	samePos(t, "bridge continues at", after, targets)
+	samePos(t, "acked position", sub.VGtid, pos(10))
+	if need, why := e.hub.NeedsOldShards(sub, j); need {
+		t.Errorf("still needs the old shards after bridging: %s", why)
+	}
+	return sub
+}
+
+// spooled returns the positions of the spool's entries.
+func spooled(t *testing.T, e *env, log string) []*binlogdatapb.VGtid {
+	t.Helper()
+	entries, err := e.st.ReadLog(context.Background(), log, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*binlogdatapb.VGtid
+	for _, en := range entries {
+		txn, err := decodeSpoolEntry(en.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, txn.VGtid)
+	}
+	return out
+}
+
+// DESIGN §4 rule 3 end to end: a subscriber away during the cutover is
+// bridged while the old shard exists; after it is deleted the subscriber
+// gets the spool, then the new shards; acks inside the spool resume inside
+// it; acks past it free it.
+func TestBridge(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	j := e.recordJournal(t)
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"}) // switched, not deleted
+	e.ack(t, "alice", pos(10))
+	e.ack(t, "bob", pos(21)) // already past the cutover
+
+	e.fake.Push(fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		s0.Txn(100, pos(12)), // filtered out: moves the position only
+		s0.Txn(100, pos(13), row(s0, "2"), row(s0, "3")),
+	}, journalEnd()...)})
+	sub := bridge(t, e, j)
+	req := e.fake.Call(t, 0).Req
+	samePos(t, "bridge request", req.Vgtid, pos(10))
+	if !req.Flags.StopOnReshard {
+		t.Error("bridge stream without stop_on_reshard")
+	}
+	log := sub.Bridges[0].Log
+	if got := spooled(t, e, log); len(got) != 2 || !proto.Equal(got[0], pos(11)) || !proto.Equal(got[1], pos(13)) {
+		t.Fatalf("spool holds %v, want the transactions at 11 and 13", got)
+	}
+	if sub.Bridges[0].Events != 3 {
+		t.Errorf("bridge counts %d events, want 3", sub.Bridges[0].Events)
+	}
+
+	// Idempotent, and not for subscribers past the cutover.
+	if st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j); err != nil || st.State != "done" {
+		t.Fatalf("second BridgeSubscriber: %+v, %v", st, err)
+	}
+	if st, err := e.hub.BridgeSubscriber(ctx, e.def, "bob", j); err != nil || st.State != "not_needed" {
+		t.Fatalf("BridgeSubscriber for a subscriber past the cutover: %+v, %v", st, err)
+	}
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want 1", n)
+	}
+
+	// Reshard complete: the old shard is gone. Alice returns.
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+	s := e.open(t, From{Subscriber: "alice"})
+	var cursors []string
+	for _, want := range []string{"1", "2 3"} {
+		d := next(t, s)
+		if got := summary(t, d.Txn); got != want {
+			t.Fatalf("spool replay: %q, want %q", got, want)
+		}
+		cursors = append(cursors, d.Cursor)
+	}
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("VStream opened during the spool replay (%d calls)", n)
+	}
+	e.fake.Push(liveOnNewShards())
+	if got := summary(t, next(t, s).Txn); got != "4" {
+		t.Fatalf("after the spool: %q, want 4", got)
+	}
+	req = e.fake.Call(t, 1).Req
+	samePos(t, "after the spool", req.Vgtid, targets)
+	if req.Flags.StopOnReshard {
+		t.Error("live stream with stop_on_reshard")
+	}
+	if o := e.lastOutcome(); o != reshard.Bridged {
+		t.Errorf("outcome %q", o)
+	}
+	s.Close()
+
+	// Acked the first spooled transaction: resume after it, in the spool.
+	first, err := e.hub.Position(ctx, e.def, cursors[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ack(t, "alice", first)
+	s = e.open(t, From{Subscriber: "alice"})
+	if got := summary(t, next(t, s).Txn); got != "2 3" {
+		t.Fatalf("after acking inside the spool: %q, want 2 3", got)
+	}
+	e.fake.Push(liveOnNewShards())
+	next(t, s)
+	samePos(t, "after the spool", e.fake.Call(t, 2).Req.Vgtid, targets)
+	s.Close()
+
+	// A late ack never moves the cursor back.
+	e.ack(t, "alice", pos(13))
+	if got := e.ack(t, "alice", first); !proto.Equal(got, pos(13)) {
+		t.Fatalf("late ack moved the cursor back to %v", got)
+	}
+
+	// Acked past the spool: it is freed and the cursor used as it is.
+	e.ack(t, "alice", after5)
+	e.fake.Push(liveOnNewShards())
+	next(t, e.open(t, From{Subscriber: "alice"}))
+	samePos(t, "after acking past the spool", e.fake.Call(t, 3).Req.Vgtid, after5)
+	if st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice"); err != nil || len(st.Bridges) != 0 {
+		t.Fatalf("bridges after acking past: %+v, %v", st, err)
+	}
+	if n, err := e.st.LogLen(ctx, log); err != nil || n != 0 {
+		t.Fatalf("spool still holds %d entries (%v)", n, err)
+	}
+}
+
+// A bridge VStream that goes silent (vtgate searching for the old shard's
+// primary while the switch settles) is reopened from the last transaction
+// captured: nothing missed, nothing spooled twice.
+func TestBridgeReopensStalledStream(t *testing.T) {
+	e := newEnv(t)
+	e.hub.bridgeStall = 100 * time.Millisecond
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(
+		fakevtgate.Script{Open: true}, // silent from the start
+		fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(11), field(s0), row(s0, "1"))}},
+		fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{s0.Txn(100, pos(13), field(s0), row(s0, "2"))}, journalEnd()...)},
+	)
+	sub := bridge(t, e, j)
+	for i, want := range []*binlogdatapb.VGtid{pos(10), pos(10), pos(11)} {
+		samePos(t, "bridge request", e.fake.Call(t, i).Req.Vgtid, want)
+	}
+	for i := range 2 {
+		<-e.fake.Call(t, i).Done() // the stalled streams were cancelled
+	}
+	if got := spooled(t, e, sub.Bridges[0].Log); len(got) != 2 || !proto.Equal(got[0], pos(11)) || !proto.Equal(got[1], pos(13)) {
+		t.Fatalf("spool holds %v, want the transactions at 11 and 13", got)
+	}
+}
+
+// A bridge over the spool bound fails, leaves the subscriber as it was and
+// keeps nothing in the store.
+func TestBridgeSpoolLimit(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.hub.spoolMaxEvents = 1
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1"), row(s0, "2")),
+	}})
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
+	if !errors.Is(err, ErrSpoolFull) || st.State != "failed" {
+		t.Fatalf("BridgeSubscriber: %+v, %v; want ErrSpoolFull", st, err)
+	}
+	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil || len(sub.Bridges) != 0 || !proto.Equal(sub.VGtid, pos(10)) {
+		t.Fatalf("subscriber after a failed bridge: %+v, %v", sub, err)
+	}
+	statuses, err := e.hub.BridgeStatuses(ctx, ks)
+	if err != nil || len(statuses) != 1 || statuses[0].State != "failed" {
+		t.Fatalf("bridge statuses %+v, %v", statuses, err)
+	}
+	if need, _ := e.hub.NeedsOldShards(sub, j); !need {
+		t.Error("a subscriber whose bridge failed does not need the old shards")
+	}
+}
+
+// Behind orders positions of the same shards only.
+func TestBehind(t *testing.T) {
+	two := func(a, b int) *binlogdatapb.VGtid {
+		return fakevtgate.VGtid(ks, "-80", gtid(a), "80-", gtid(b))
+	}
+	for _, tc := range []struct {
+		a, b *binlogdatapb.VGtid
+		want bool
+	}{
+		{pos(11), pos(13), true},
+		{pos(13), pos(11), false},
+		{pos(13), pos(13), false},
+		{two(1, 5), two(1, 6), true},
+		{two(2, 5), two(1, 6), false}, // ahead on one shard
+		{pos(11), two(1, 6), false},   // other shards: not comparable
+		{pos(9), pos(10), true},       // numerically, not as text
+	} {
+		if got := Behind(tc.a, tc.b); got != tc.want {
+			t.Errorf("Behind(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
