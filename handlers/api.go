@@ -27,7 +27,8 @@ type Limits struct {
 	DefaultLimit  int           // when limit is absent
 	MaxWait       time.Duration // long-poll cap
 	FirstWait     time.Duration // how long a non-waiting pull waits for a new VStream's first data
-	WSQueue       int           // messages buffered per WebSocket before it is a slow consumer
+	WSQueue       int           // messages buffered per WebSocket
+	WSSlowAfter   time.Duration // how long the WebSocket queue may stay full before the client is a slow consumer
 	WSReadLimit   int64         // largest client message
 	KeepAlive     time.Duration // SSE comment / WS ping interval
 	CursorHeartbt time.Duration // how often idle SSE/WS clients get a heartbeat with a moved cursor
@@ -42,6 +43,7 @@ func DefaultLimits() Limits {
 		MaxWait:       60 * time.Second,
 		FirstWait:     2 * time.Second,
 		WSQueue:       4096,
+		WSSlowAfter:   5 * time.Second,
 		WSReadLimit:   4 << 10,
 		KeepAlive:     15 * time.Second,
 		CursorHeartbt: 5 * time.Second,

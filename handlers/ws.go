@@ -111,7 +111,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer close(produced)
 		defer cancel()
-		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{queue: queue}), a.Limits.CursorHeartbt)
+		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{queue: queue, slowAfter: a.Limits.WSSlowAfter, batch: r.URL.Query().Get("batch") == "txn"}), a.Limits.CursorHeartbt)
 		switch {
 		case errors.Is(err, errSlowConsumer):
 			trySend(closeWith, closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
@@ -188,6 +188,14 @@ var errSlowConsumer = errors.New("slow consumer")
 
 type wsSink struct {
 	queue chan wsMessage
+	// slowAfter is how long a full queue may stay full before the client
+	// counts as slow: a replaying client that reads steadily is throttled
+	// (the VStream waits), only one that stops reading is cut off.
+	slowAfter time.Duration
+	// batch sends each transaction as one message, a JSON array of its
+	// events (?batch=txn): far fewer frames for bulk consumers.
+	batch bool
+	timer *time.Timer
 }
 
 func (s *wsSink) push(m wsMessage) error {
@@ -195,11 +203,33 @@ func (s *wsSink) push(m wsMessage) error {
 	case s.queue <- m:
 		return nil
 	default:
+	}
+	if s.timer == nil {
+		s.timer = time.NewTimer(s.slowAfter)
+	} else {
+		s.timer.Reset(s.slowAfter)
+	}
+	select {
+	case s.queue <- m:
+		s.timer.Stop()
+		return nil
+	case <-s.timer.C:
 		return errSlowConsumer
 	}
 }
 
 func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
+	if s.batch {
+		b := []byte{'['}
+		for i := range d.Events {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = d.Events[i].AppendJSON(b, d.Cursor)
+		}
+		b = append(b[:len(b)-1], `,"txn_end":true}]`...)
+		return s.push(wsMessage{data: b, cursor: d.Cursor})
+	}
 	for i := range d.Events {
 		var m wsMessage
 		if i == len(d.Events)-1 {

@@ -45,6 +45,7 @@ type Config struct {
 	MaxBodyBytes     int64
 	WSReadLimit      int64
 	WSQueue          int
+	WSSlowAfter      time.Duration
 	MaxLimit         int
 	DefaultLimit     int
 	MaxWait          time.Duration
@@ -104,7 +105,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 
 	d.int64(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest request body")
 	d.int64(&c.WSReadLimit, "ws-read-limit", 4<<10, "largest WebSocket message a client may send")
-	d.integer(&c.WSQueue, "ws-queue", 4096, "messages buffered per WebSocket before the client counts as slow")
+	d.integer(&c.WSQueue, "ws-queue", 4096, "messages buffered per WebSocket")
+	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
 	d.dur(&c.MaxWait, "max-wait", 60*time.Second, "cap on the pull wait parameter (long-poll)")
@@ -211,6 +213,7 @@ func (c *Config) limits() handlers.Limits {
 	l.MaxBodyBytes = c.MaxBodyBytes
 	l.WSReadLimit = c.WSReadLimit
 	l.WSQueue = c.WSQueue
+	l.WSSlowAfter = c.WSSlowAfter
 	l.MaxLimit = c.MaxLimit
 	l.DefaultLimit = c.DefaultLimit
 	l.MaxWait = c.MaxWait
