@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -159,6 +160,12 @@ func (a *API) subscriberPath(w http.ResponseWriter, r *http.Request) (*streams.D
 		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_subscriber", "subscriber must be 1-64 characters of letters, digits, '_', '.', '-'"))
 		return nil, "", false
 	}
+	if r.Method != http.MethodGet {
+		if err := notWebhook(sub); err != nil {
+			WriteError(w, a.Log, err)
+			return nil, "", false
+		}
+	}
 	return def, sub, true
 }
 
@@ -168,7 +175,20 @@ func subscriberParam(r *http.Request) (string, error) {
 	if s != "" && !streams.ValidName(s) {
 		return "", apiErr(http.StatusBadRequest, "invalid_subscriber", "subscriber must be 1-64 characters of letters, digits, '_', '.', '-'")
 	}
+	if err := notWebhook(s); err != nil {
+		return "", err
+	}
 	return s, nil
+}
+
+// notWebhook refuses webhook subscribers on the client endpoints: a
+// webhook's cursor is written only by its lease holder, fenced, and an
+// unfenced read-and-ack from a client would move it behind its back.
+func notWebhook(sub string) error {
+	if strings.HasPrefix(sub, "webhook.") {
+		return apiErr(http.StatusBadRequest, "invalid_subscriber", "subscriber names starting with \"webhook.\" belong to webhooks; use the webhook API")
+	}
+	return nil
 }
 
 // streamError maps a subscription failure to an API error.
