@@ -196,5 +196,9 @@ func streamError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	var ge *reshard.GapError
+	if errors.As(err, &ge) {
+		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
+	}
 	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 }

@@ -76,7 +76,9 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 	if err != nil {
 		return nil, err
 	}
-	return h.newSubscription(def, pos, token, src), nil
+	sub := h.newSubscription(def, pos, token, src)
+	sub.subscriber = from.Subscriber
+	return sub, nil
 }
 
 // Cursors returns the subscriber cursor repository.

@@ -111,3 +111,11 @@ func (c *chainSource) Close() {
 		s.Close()
 	}
 }
+
+// errSource fails every read with err (a rebuild that found no way on).
+type errSource struct{ err error }
+
+func (e *errSource) Next(context.Context) (*source.Txn, error) { return nil, e.err }
+func (e *errSource) TryNext() (*source.Txn, bool, error)       { return nil, false, e.err }
+func (e *errSource) Buffered() int                             { return 0 }
+func (e *errSource) Close()                                    {}

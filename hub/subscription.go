@@ -27,6 +27,10 @@ type Subscription struct {
 	token  string
 	failed bool
 	seen   bool // a delivery was made
+	// subscriber is the named subscriber reading, if any (for bridges on
+	// a rebuild); replans counts rebuilds after shards vanished.
+	subscriber string
+	replans    int
 	// caughtUp: the last delivery was at the head of the binlog (a
 	// heartbeat, or a commit seen within caughtUpLag of being made) and
 	// no copy phase is running.
@@ -95,20 +99,28 @@ func concrete(v *binlogdatapb.VGtid) bool {
 
 // Next blocks for the next delivery.
 func (s *Subscription) Next(ctx context.Context) (*Delivery, error) {
-	txn, err := s.r.Next(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.failed = true
+	for {
+		txn, err := s.r.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil && s.replan(ctx, err) {
+				continue
+			}
+			if ctx.Err() == nil {
+				s.failed = true
+			}
+			return nil, err
 		}
-		return nil, err
+		return s.deliver(ctx, txn)
 	}
-	return s.deliver(ctx, txn)
 }
 
 // TryNext returns a delivery only if one is ready now.
 func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 	txn, ok, err := s.r.TryNext()
 	if err != nil {
+		if s.replan(ctx, err) {
+			return nil, false, nil
+		}
 		s.failed = true
 		return nil, false, err
 	}
@@ -117,6 +129,35 @@ func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 	}
 	d, err := s.deliver(ctx, txn)
 	return d, err == nil, err
+}
+
+// replan handles a stream that died because its shards were deleted under
+// it (a subscription open, or parked, across Reshard complete): the
+// position is rebuilt exactly as on a reconnect and reading goes on. It
+// reports whether reading can continue; a rebuild that fails (on_gap=fail)
+// replaces err's meaning for the caller via s.r, which now returns it.
+func (s *Subscription) replan(ctx context.Context, err error) bool {
+	if _, _, missing := source.MissingShard(err); !missing || !concrete(s.pos) || s.replans >= 3 {
+		return false
+	}
+	s.replans++
+	var st *SubscriberState
+	if s.subscriber != "" {
+		if cur, gerr := s.hub.cursors.Get(ctx, s.def.Name, s.subscriber); gerr == nil && len(cur.Bridges) > 0 {
+			cur.VGtid = s.pos
+			st = cur
+		}
+	}
+	src, perr := s.hub.plan(ctx, s.def, s.pos, st)
+	if perr != nil {
+		s.r.Close()
+		s.r = &errSource{err: perr}
+		return true
+	}
+	s.hub.log.Info("stream lost its shards to a reshard; continuing from the rebuilt position", "stream", s.def.Name, "err", err)
+	s.r.Close()
+	s.r = src
+	return true
 }
 
 func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery, error) {
