@@ -198,12 +198,17 @@ func wsReplay(ctx context.Context, g *gateway, stream, cursor string, want int, 
 	c.SetReadLimit(64 << 20)
 	n := 0
 	change := []byte(`{"type":"change"`)
+	var buf bytes.Buffer // reused: a consumer that keeps up does not allocate per message
 	for n < want {
-		_, b, err := c.Read(ctx)
+		_, r, err := c.Reader(ctx)
 		if err != nil {
 			return n, err
 		}
-		n += bytes.Count(b, change)
+		buf.Reset()
+		if _, err := buf.ReadFrom(r); err != nil {
+			return n, err
+		}
+		n += bytes.Count(buf.Bytes(), change)
 	}
 	return n, nil
 }
