@@ -7,6 +7,8 @@ import (
 	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
+	"vitess.io/vitess/go/vt/vterrors"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
@@ -249,4 +251,35 @@ func TestOpenFromNowResolvesPosition(t *testing.T) {
 		t.Fatalf("second delivery %q", summary(t, d.Txn))
 	}
 	samePos(t, "live request", e.fake.Call(t, 1).Req.Vgtid, now)
+}
+
+// A running subscription whose stream loses its shards (it resumes from a
+// position on an old shard after Reshard complete deleted it) is rebuilt as
+// a reconnect would be: the reshard notice, then the new shards.
+func TestShardDeletedUnderSubscription(t *testing.T) {
+	e := newEnv(t)
+	e.recordJournal(t)
+	s := e.open(t, From{Token: e.token(t, pos(10))})
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil) // deleted after Open
+	e.fake.Push(fakevtgate.Script{
+		Batches: [][]*binlogdatapb.VEvent{
+			s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+			s0.JournalTxn(7, []string{"0"}, gtid(20), pos(21), "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5"),
+		},
+		Err: vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "vtgate restarting"),
+	}, fakevtgate.Script{Err: vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
+		"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace")},
+		liveOnNewShards())
+
+	for i, want := range []string{"1", "reshard", "reshard", "4"} {
+		d := next(t, s)
+		if got := summary(t, d.Txn); got != want {
+			t.Fatalf("delivery %d: %q, want %q", i, got, want)
+		}
+		if i == 2 && d.Cursor != e.token(t, targets) {
+			t.Fatalf("rebuilt notice has the cursor for %v", d.VGtid)
+		}
+	}
+	samePos(t, "resumed from the journal transaction", e.fake.Call(t, 1).Req.Vgtid, pos(21))
+	samePos(t, "rebuilt", e.fake.Call(t, 2).Req.Vgtid, targets)
 }

@@ -303,13 +303,17 @@ func TestRowBeforeFieldReconnects(t *testing.T) {
 func TestPermanentErrorsNotRetried(t *testing.T) {
 	fake, c := setup(t)
 	for _, tc := range []struct {
-		name string
-		err  error
+		name    string
+		err     error
+		code    string // as the client reads it
+		missing string // the shard MissingShard names
 	}{
 		{"shard deleted", vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
-			"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace")},
+			"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace"),
+			"code = FailedPrecondition desc = ", "0"},
 		{"filter rejected at first row", vterrors.Errorf(vtrpcpb.Code_UNKNOWN,
-			"vttablet: rpc error: code = Unknown desc = stream (at source tablet) error @ MariaDB/0-1-12: failed to build table replication plan: unexpected: 1 != 1")},
+			"vttablet: rpc error: code = Unknown desc = stream (at source tablet) error @ MariaDB/0-1-12: failed to build table replication plan: unexpected: 1 != 1"),
+			"code = Unknown desc = ", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := fake.Calls()
@@ -317,30 +321,21 @@ func TestPermanentErrorsNotRetried(t *testing.T) {
 			r := c.Open(context.Background(), spec, pos(10))
 			_, err := nextErr(r)
 			r.Close()
-			if err == nil || source.Retryable(err) {
-				t.Fatalf("Next: %v (retryable %v), want a permanent error", err, source.Retryable(err))
+			if err == nil || source.Retryable(err) || !strings.Contains(err.Error(), tc.code) {
+				t.Fatalf("Next: %v (retryable %v), want a permanent error with %q", err, source.Retryable(err), tc.code)
 			}
 			if n := fake.Calls() - calls; n != 1 {
 				t.Fatalf("%d VStream calls, want 1 (no retry)", n)
 			}
-			if _, err2 := nextErr(r); !errors.Is(err2, err) && err2 != err {
+			if _, err2 := nextErr(r); err2 != err {
 				t.Errorf("Next after the error: %v, want the same error", err2)
+			}
+			k, shard, ok := source.MissingShard(err)
+			if ok != (tc.missing != "") || shard != tc.missing || ok && k != ks {
+				t.Errorf("MissingShard = %q, %q, %v; want shard %q", k, shard, ok, tc.missing)
 			}
 		})
 	}
-
-	// The missing shard is named in the error as the client sees it.
-	fake.Push(fakevtgate.Script{Err: vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
-		"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace")})
-	r := open(t, c, pos(10))
-	_, err := nextErr(r)
-	if !strings.Contains(err.Error(), "code = FailedPrecondition desc = ") || vterrors.Code(err) != vtrpcpb.Code_FAILED_PRECONDITION {
-		t.Errorf("error %q (code %v)", err, vterrors.Code(err))
-	}
-	if k, s, ok := source.MissingShard(err); !ok || k != ks || s != "0" {
-		t.Errorf("MissingShard = %q, %q, %v", k, s, ok)
-	}
-
 	t.Run("tablet search gave up", func(t *testing.T) {
 		calls := fake.Calls()
 		fake.Push(fakevtgate.Script{Err: vterrors.Errorf(vtrpcpb.Code_CANCELED,
@@ -419,4 +414,52 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	c.Close()
 	fake.Stop()
 	goleak.VerifyNone(t, ignore)
+}
+
+// With StopOnReshard, once the journal has been delivered everything the
+// old shard had is delivered: a stream that then breaks (vtgate waits
+// 0.5 s before its EOF) must end with ErrStopped too. Resuming instead
+// would start from the journal transaction's position, past the cutover on
+// the old shard, where vtgate never sends the journal again and the stream
+// idles until the caller gives up.
+func TestStopOnReshardBreakAfterJournal(t *testing.T) {
+	t.Skip("bug: Reader.run stops only on EOF after a journal and otherwise resumes past the cutover; see the fix proposed with this test")
+	fake, c := setup(t)
+	fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
+		s0.JournalTxn(7, []string{"0"}, gtid(12), pos(13), "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5"),
+	}, Err: vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "vtgate shutting down")})
+	r := open(t, c, pos(10), source.StopOnReshard())
+	next(t, r)
+	if txn := next(t, r); txn.Journal == nil {
+		t.Fatalf("want the journal, got %s", summary(t, txn))
+	}
+	if _, err := nextErr(r); !errors.Is(err, source.ErrStopped) {
+		t.Fatalf("after the journal and a broken stream: %v, want ErrStopped", err)
+	}
+	r.Close()
+	if n := fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want 1", n)
+	}
+}
+
+// In a merge each old shard sends its own JOURNAL and vtgate ends a
+// stop_on_reshard stream only once all have. A stream that breaks after
+// some of them is resumed: the others still have events to deliver.
+func TestStopOnReshardPartialMergeJournalResumes(t *testing.T) {
+	fake, c := setup(t)
+	a := fakevtgate.Shard{Keyspace: ks, Name: "-80"}
+	from := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-20", "80-", "MariaDB/0-2-29")
+	afterA := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-21", "80-", "MariaDB/0-2-29")
+	fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
+		a.JournalTxn(7, []string{"-80", "80-"}, "MariaDB/0-1-20", afterA, "0", "MariaDB/0-3-5"),
+	}, Err: vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "tablet for 80- went away")})
+	r := open(t, c, from, source.StopOnReshard())
+	if txn := next(t, r); txn.Journal == nil {
+		t.Fatalf("want the journal of -80, got %s", summary(t, txn))
+	}
+	samePos(t, "resumed request", fake.Call(t, 1).Req.Vgtid, afterA)
+	if txn, ok, err := r.TryNext(); ok || err != nil {
+		t.Fatalf("after a partial journal: %+v, %v; want the reader still streaming", txn, err)
+	}
 }
