@@ -264,7 +264,6 @@ func TestBehind(t *testing.T) {
 // cursor presented with the name must neither free the bridge nor become
 // the stored cursor without an ack.
 func TestBridgeCursorBetweenSpoolEntries(t *testing.T) {
-	t.Skip("bug: planBridges finds only positions equal to a spool entry and frees the bridges for any other; see the fix proposed with this test")
 	ctx := context.Background()
 	setupBridge := func(t *testing.T) *env {
 		e := newEnv(t)

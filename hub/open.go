@@ -44,7 +44,6 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			// The subscriber's bridges still apply to an explicit cursor
 			// inside them.
 			if st, err := h.cursors.Get(ctx, def.Name, from.Subscriber); err == nil && len(st.Bridges) > 0 {
-				st.VGtid = v
 				state = st
 			}
 		}

@@ -50,7 +50,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 		}
 	}
 	if st != nil && len(st.Bridges) > 0 {
-		spools, after, err := h.planBridges(ctx, def, st)
+		spools, after, err := h.planBridges(ctx, def, st, pos)
 		if err != nil {
 			return nil, err
 		}
@@ -133,11 +133,13 @@ func reshardNotice(j *reshard.Journal) event.Event {
 	})
 }
 
-// planBridges finds where the subscriber's acked position lies in its
-// bridge chain and returns the spools still to replay and the position
-// after the last one. Bridges acked past are freed. after is nil when the
-// acked position is in none of them (acked past all).
-func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *SubscriberState) ([]txnSource, *binlogdatapb.VGtid, error) {
+// planBridges finds where pos (the subscriber's acked position, or an
+// explicit cursor) lies in the subscriber's bridge chain and returns the
+// spools still to replay and the position after the last one. after is nil
+// when no bridge applies: pos is past them all, or before them (an older
+// cursor, which the spools cannot serve). Bridges are freed only when the
+// acked position itself is past them.
+func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *SubscriberState, pos *binlogdatapb.VGtid) ([]txnSource, *binlogdatapb.VGtid, error) {
 	var srcs []txnSource
 	var after *binlogdatapb.VGtid
 	started := false
@@ -153,53 +155,57 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 		switch {
 		case started:
 			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
-		case proto.Equal(st.VGtid, from):
-			started, keep = true, i
-			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
-		default:
-			seq, ok, err := h.findInSpool(ctx, b.Log, st.VGtid)
+		case proto.Equal(pos, from) || Behind(from, pos):
+			// At or after the bridge's start on its shards: resume after
+			// the last spooled transaction pos has seen. pos need not be a
+			// spool entry: transactions the filter dropped have positions
+			// but no entries.
+			seq, err := h.spoolSeen(ctx, b.Log, pos)
 			if err != nil {
 				return nil, nil, err
 			}
-			if ok {
-				started, keep = true, i
-				srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, after: seq})
-			}
+			started, keep = true, i
+			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, after: seq})
+		case Behind(pos, from):
+			return nil, nil, nil
 		}
 		after = to
 	}
+	acked := proto.Equal(pos, st.VGtid)
 	if !started {
-		// Acked past every spool (or at a bridge's After): free them.
-		h.freeBridges(ctx, def, st, len(st.Bridges))
+		// Past every spool (or at a bridge's After): free them once acked.
+		if acked {
+			h.freeBridges(ctx, def, st, len(st.Bridges))
+		}
 		return nil, nil, nil
 	}
-	if keep > 0 {
+	if keep > 0 && acked {
 		h.freeBridges(ctx, def, st, keep)
 	}
 	return srcs, after, nil
 }
 
-// findInSpool returns the sequence number of the spool entry whose
-// position is pos.
-func (h *Hub) findInSpool(ctx context.Context, log string, pos *binlogdatapb.VGtid) (uint64, bool, error) {
-	var after uint64
+// spoolSeen returns the sequence number of the last spool entry at or
+// before pos (0 if none): what a reader at pos has already received.
+func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid) (uint64, error) {
+	var after, seen uint64
 	for {
 		entries, err := h.st.ReadLog(ctx, log, after, 1024)
 		if err != nil {
-			return 0, false, err
+			return 0, err
 		}
 		for _, e := range entries {
 			t, err := decodeSpoolEntry(e.Value)
 			if err != nil {
-				return 0, false, err
+				return 0, err
 			}
-			if proto.Equal(t.VGtid, pos) {
-				return e.Seq, true, nil
+			if Behind(pos, t.VGtid) {
+				return seen, nil
 			}
-			after = e.Seq
+			seen, after = e.Seq, e.Seq
 		}
 		if len(entries) < 1024 {
-			return 0, false, nil
+			return seen, nil
 		}
 	}
 }

@@ -144,7 +144,6 @@ func (s *Subscription) replan(ctx context.Context, err error) bool {
 	var st *SubscriberState
 	if s.subscriber != "" {
 		if cur, gerr := s.hub.cursors.Get(ctx, s.def.Name, s.subscriber); gerr == nil && len(cur.Bridges) > 0 {
-			cur.VGtid = s.pos
 			st = cur
 		}
 	}

@@ -22,7 +22,9 @@ type assembler struct {
 	cur     *Txn
 	pos     *binlogdatapb.VGtid // position of the last emitted Txn
 	journal map[int64]bool      // journal ids already announced
-	hook    JournalHook
+	// parts records, per journal id, the participants whose JOURNAL came.
+	parts map[int64]map[string]bool
+	hook  JournalHook
 }
 
 func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook) *assembler {
@@ -33,6 +35,7 @@ func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook 
 		tables:  map[string]*event.Table{},
 		pos:     pos,
 		journal: map[int64]bool{},
+		parts:   map[int64]map[string]bool{},
 	}
 }
 
@@ -77,6 +80,12 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		ctl := Control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
 		return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp}), nil
 	case binlogdatapb.VEventType_JOURNAL:
+		if j := ev.Journal; j != nil {
+			if a.parts[j.Id] == nil {
+				a.parts[j.Id] = map[string]bool{}
+			}
+			a.parts[j.Id][ev.Shard] = true
+		}
 		if a.hook != nil && ev.Journal != nil {
 			keyspace := ev.Keyspace
 			if keyspace == "" {
@@ -220,4 +229,15 @@ func Control(typ event.Type, keyspace, shard string, fields map[string]any) even
 	}
 	b, _ := json.Marshal(m)
 	return event.Event{Type: typ, Keyspace: keyspace, Shard: shard, JSON: b[:len(b)-1]}
+}
+
+// journalDone reports whether every participant of j has sent its JOURNAL
+// on this stream: the old shards have nothing more to deliver.
+func (a *assembler) journalDone(j *binlogdatapb.Journal) bool {
+	for _, p := range j.Participants {
+		if (p.Keyspace == "" || p.Keyspace == a.spec.Keyspace) && !a.parts[j.Id][p.Shard] {
+			return false
+		}
+	}
+	return true
 }

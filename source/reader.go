@@ -145,7 +145,10 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 		if ctx.Err() != nil {
 			return
 		}
-		if r.opts.stopOnReshard && journal && (errors.Is(err, io.EOF) || err == nil) {
+		// Once every participant's JOURNAL is delivered the old shards
+		// have nothing more; resuming from the journal transaction's
+		// position (past the cutover) would never see the journal again.
+		if r.opts.stopOnReshard && (journal == journalDone || journal == journalSeen && (errors.Is(err, io.EOF) || err == nil)) {
 			r.send(ctx, result{err: ErrStopped})
 			return
 		}
@@ -171,15 +174,15 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 
 // attempt streams from pos until an error; it returns the position of the
 // last transaction delivered, whether any was, and whether a journal was seen.
-func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, bool, bool, error) {
+func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, bool, journalState, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	vs, err := r.c.conn.VStream(ctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
 	if err != nil {
-		return pos, false, false, err
+		return pos, false, noJournal, err
 	}
 	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal)
-	progressed, journal := false, false
+	progressed, journal := false, noJournal
 	for {
 		evs, err := vs.Recv()
 		if err != nil {
@@ -193,8 +196,11 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 			if txn == nil {
 				continue
 			}
-			if txn.Journal != nil {
-				journal = true
+			if txn.Journal != nil && journal != journalDone {
+				journal = journalSeen
+				if asm.journalDone(txn.Journal) {
+					journal = journalDone
+				}
 			}
 			if !r.send(ctx, result{txn: txn}) {
 				return asm.pos, progressed, journal, ctx.Err()
@@ -203,6 +209,15 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		}
 	}
 }
+
+// journalState is how far an attempt got through a reshard journal.
+type journalState int
+
+const (
+	noJournal   journalState = iota
+	journalSeen              // some participant's JOURNAL delivered
+	journalDone              // every participant's JOURNAL delivered
+)
 
 func (r *Reader) send(ctx context.Context, res result) bool {
 	select {

@@ -423,7 +423,6 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 // the old shard, where vtgate never sends the journal again and the stream
 // idles until the caller gives up.
 func TestStopOnReshardBreakAfterJournal(t *testing.T) {
-	t.Skip("bug: Reader.run stops only on EOF after a journal and otherwise resumes past the cutover; see the fix proposed with this test")
 	fake, c := setup(t)
 	fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
 		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
