@@ -222,6 +222,7 @@ func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeSta
 // that is behind j's cutover. Subscribers are bridged concurrently (a few
 // at a time): the old shards may be deleted seconds after the switch.
 func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
+	h.awaitSwitch(ctx, j)
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for _, def := range defs {
@@ -261,4 +262,35 @@ func (h *Hub) NeedsOldShards(s *SubscriberState, j *reshard.Journal) (bool, stri
 		return true, "cursor is behind the cutover on the old shards and not bridged"
 	}
 	return false, ""
+}
+
+// awaitSwitch waits (briefly) until vtgate's serving graph no longer lists
+// j's participants. The JOURNAL is written in the middle of SwitchTraffic,
+// while the old primary is not serving and vtgate does not yet consider
+// the keyspace resharded; a VStream opened then searches in vain for a
+// serving primary. Once the switch is visible vtgate accepts the
+// non-serving old primary, which is what a bridge must read.
+func (h *Hub) awaitSwitch(ctx context.Context, j *reshard.Journal) {
+	if h.rebuilder == nil {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		topo, err := h.rebuilder.Topology(ctx, j.Keyspace)
+		if err == nil {
+			switched := true
+			for _, p := range j.Participants {
+				if topo.State(j.Keyspace, p) == source.ShardServing {
+					switched = false
+				}
+			}
+			if switched {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -79,7 +79,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
-		bridgeTimeout: 5 * time.Minute, bridgeStall: 1500 * time.Millisecond, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
+		bridgeTimeout: 5 * time.Minute, bridgeStall: time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		parked: map[string]*parked{},
 	}
 	for _, o := range opts {
