@@ -54,7 +54,8 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cw := &corkWriter{ResponseWriter: w}
+	c, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{"vsg.v1"},
 		InsecureSkipVerify: true, // origins are checked by the CORS/auth middleware
 		CompressionMode:    websocket.CompressionDisabled,
@@ -127,19 +128,31 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case m := <-queue:
+			more := len(queue) > 0
+			if more {
+				cw.conn.cork()
+			}
 			if err := c.Write(ctx, websocket.MessageText, m.data); err != nil {
 				return
+			}
+			if !more || len(queue) == 0 {
+				if err := cw.conn.uncork(); err != nil {
+					return
+				}
 			}
 			if m.cursor != "" {
 				written.Store(&m.cursor)
 			}
 		case req := <-closeWith:
+			cw.conn.uncork()
 			a.finalClose(c, req, written.Load())
 			return
 		case <-a.Shutdown:
+			cw.conn.uncork()
 			a.finalClose(c, closeReq{CloseShutdown, "shutdown", "the gateway is shutting down; reconnect and resume from cursor"}, written.Load())
 			return
 		case <-keepAlive.C:
+			cw.conn.uncork()
 			pctx, pcancel := context.WithTimeout(ctx, a.Limits.KeepAlive)
 			err := c.Ping(pctx)
 			pcancel()
@@ -147,6 +160,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-ctx.Done():
+			cw.conn.uncork()
 			select {
 			case req := <-closeWith:
 				a.finalClose(c, req, written.Load())
