@@ -23,8 +23,12 @@ vet:
 
 # Everything: unit tests (race detector on), store suites against a real
 # redis-server, and the end-to-end tests on the real local cluster.
+# Packages compile in parallel first; the tests then run one package at a
+# time, because the end-to-end tests and vtlocal's own (private) cluster
+# test would otherwise start two Vitess clusters at once on two cores.
 test: vet cluster-up
-	VSG_E2E=1 $(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null
+	VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 25m ./...
 
 # Unit tests only (no cluster needed).
 unit:

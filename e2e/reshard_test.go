@@ -137,7 +137,9 @@ func waitBridged(t *testing.T, ctx context.Context, g *gateway, from, to string)
 	t.Helper()
 	for {
 		r := getReshards(t, ctx, g)
-		for _, rs := range r.Reshards {
+		// Newest first: a reshard done again later has the same shards.
+		for i := len(r.Reshards) - 1; i >= 0; i-- {
+			rs := r.Reshards[i]
 			if strings.Join(rs.From, ",") != from || strings.Join(rs.To, ",") != to {
 				continue
 			}
@@ -158,6 +160,7 @@ func waitBridged(t *testing.T, ctx context.Context, g *gateway, from, to string)
 				}
 				return
 			}
+			break // the newest matching reshard is not done yet
 		}
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,13 +22,36 @@ func freshCluster(t *testing.T, ctx context.Context) {
 	for _, ks := range st.Keyspaces {
 		if ks.Name == "customer" && (len(ks.Shards) != 1 || ks.Shards[0].Name != "0") {
 			t.Log("customer was resharded by an earlier run: recreating the cluster")
-			if err := cluster.Down(ctx); err != nil {
+			var err error
+			for attempt := 0; attempt < 2; attempt++ {
+				if err = cluster.Down(ctx); err != nil {
+					continue
+				}
+				if err = cluster.Up(ctx); err == nil {
+					break
+				}
+				t.Logf("cluster up failed, trying once more: %v", err)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := cluster.Up(ctx); err != nil {
-				t.Fatal(err)
-			}
+			// Journals, subscribers and watcher positions of the old
+			// cluster mean nothing to the new one.
+			flushRedis(t, ctx)
 		}
+	}
+}
+
+func flushRedis(t *testing.T, ctx context.Context) {
+	t.Helper()
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 
