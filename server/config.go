@@ -20,6 +20,7 @@ import (
 type Config struct {
 	ConfigFile    string
 	Listen        string
+	DebugListen   string
 	Vtgate        string
 	Redis         string
 	DataDir       string
@@ -83,6 +84,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d := &definer{fs: fs, getenv: getenv}
 	d.str(&c.ConfigFile, "config", "", "optional YAML file whose keys are these flag names")
 	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
+	d.str(&c.DebugListen, "debug-listen", "", "address for Go's /debug/pprof profiles (off when empty; keep it on loopback)")
 	d.str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
 	d.str(&c.Redis, "redis", "", "Redis URL (redis://host:port/db); empty uses the embedded store")
 	d.str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")

@@ -199,6 +199,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
 	defer func() { stopWatcher(); <-watcherDone }()
 	s.startWebhooks(ctx)
+	s.startDebug(ctx)
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
 	select {
 	case err := <-errc:
