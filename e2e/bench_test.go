@@ -37,7 +37,12 @@ func TestReplayThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	g := startGateway(t, withDataDir(t)...)
+	flags := withDataDir(t)
+	debug := os.Getenv("VSG_BENCH_PROFILE") // e.g. 127.0.0.1:6060: CPU profiles of the WebSocket replay
+	if debug != "" {
+		flags = append(flags, "--debug-listen", debug)
+	}
+	g := startGateway(t, flags...)
 	stream := fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e6)
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
 	token := initialCursor(t, ctx, g, stream)
@@ -70,7 +75,9 @@ func TestReplayThroughput(t *testing.T) {
 	var peakRSS int
 	stopRSS := sampleRSS(g, &peakRSS)
 	pull := measure(t, "gateway HTTP pull", rows, func() (int, error) { return pullReplay(ctx, g, stream, token, rows) })
+	stopProfile := profile(t, debug, "/tmp/vsg-ws.pprof")
 	ws := measure(t, "gateway WebSocket", rows, func() (int, error) { return wsReplay(ctx, g, stream, token, rows, false) })
+	stopProfile()
 	wsb := measure(t, "gateway WebSocket batch", rows, func() (int, error) { return wsReplay(ctx, g, stream, token, rows, true) })
 	stopRSS()
 	// The plain client again, last: the first run may pay for cold caches.
@@ -250,4 +257,26 @@ func sampleRSS(g *gateway, peak *int) func() {
 		}
 	}()
 	return func() { close(done); <-stopped }
+}
+
+// profile records a CPU profile of the gateway (served on debug) into file
+// until the returned stop is called.
+func profile(t *testing.T, debug, file string) func() {
+	if debug == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + debug + "/debug/pprof/profile?seconds=2")
+		if err != nil {
+			t.Logf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		os.WriteFile(file, b, 0o644)
+		t.Logf("CPU profile of the gateway in %s", file)
+	}()
+	return func() { <-done }
 }

@@ -225,6 +225,11 @@ func TestWebhookFailover(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// One shard: on several shards the survivor's VStream may interleave
+	// the shards' transactions differently, and the recorded in-flight
+	// batch is then re-sent under a new id (a known limitation, see the
+	// README's webhook section).
+	freshCluster(t, ctx)
 	g1 := startGateway(t, whGatewayFlags()...)
 	g2 := startGateway(t, whGatewayFlags()...)
 	stream := newCustomerStream(t, g1, "wh-failover")
