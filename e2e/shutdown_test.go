@@ -18,10 +18,12 @@ import (
 // lost.
 func TestShutdownResumableClose(t *testing.T) {
 	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// One shard: the test checks the global order of rows.
+	freshCluster(t, ctx)
 	data := withDataDir(t)
 	g := startGateway(t, data...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	stream := fmt.Sprintf("shutdown-%d", time.Now().UnixNano()%1e6)
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
 

@@ -35,6 +35,8 @@ func TestWebhookRecoversFromFailures(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	// One shard: batches are checked in commit order across the stream.
+	freshCluster(t, ctx)
 	g := startGateway(t, whGatewayFlags()...)
 	stream := newCustomerStream(t, g, "wh-recover")
 
@@ -108,6 +110,8 @@ func TestWebhookDeadLetterReplay(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// One shard: batches are checked in commit order across the stream.
+	freshCluster(t, ctx)
 	g := startGateway(t, whGatewayFlags()...)
 	stream := newCustomerStream(t, g, "wh-dlq")
 	var mu sync.Mutex
