@@ -229,10 +229,7 @@ func TestWebhookFailover(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// One shard: on several shards the survivor's VStream may interleave
-	// the shards' transactions differently, and the recorded in-flight
-	// batch is then re-sent under a new id (a known limitation, see the
-	// README's webhook section).
+	// One shard, so that batches (checked in commit order) are deterministic.
 	freshCluster(t, ctx)
 	g1 := startGateway(t, whGatewayFlags()...)
 	g2 := startGateway(t, whGatewayFlags()...)

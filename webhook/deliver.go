@@ -103,6 +103,18 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 			ss.target = rec
 		}
 	}
+	// A recorded batch with its body is re-sent exactly as it was, and the
+	// stream opens after it.
+	if rec := ss.target; rec != nil && len(rec.Body) > 0 {
+		if end, err := unmarshalPos(rec.End); err == nil && end != nil {
+			b := &batch{id: rec.ID, start: ss.start, end: end, cursor: rec.Cursor, events: rec.Events, body: rec.Body}
+			ss.target = nil
+			if err := ss.deliver(ctx, b, rec); err != nil {
+				return progressed, err
+			}
+			ss.start, progressed = end, true
+		}
+	}
 	ss.feed, err = d.s.src.Open(ctx, d.def, hub.From{Subscriber: wh.Subscriber()})
 	if err != nil {
 		return false, err
@@ -115,7 +127,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 		}
 		rec := ss.target
 		if rec == nil || rec.ID != b.id {
-			rec = &inflight{ID: b.id, Start: marshalPos(b.start), End: marshalPos(b.end), Events: b.events}
+			rec = &inflight{ID: b.id, Start: marshalPos(b.start), End: marshalPos(b.end), Events: b.events, Body: b.body, Cursor: b.cursor}
 		}
 		ss.target = nil
 		if err := ss.deliver(ctx, b, rec); err != nil {

@@ -124,10 +124,15 @@ func (r repo) status(ctx context.Context, id string) (*Status, error) {
 // transactions under the same webhook-id, and so that the API can show
 // where a failing webhook stands.
 type inflight struct {
-	ID             string    `json:"id"`
-	Start          []byte    `json:"start"` // protobuf VGtid; empty: stream start
-	End            []byte    `json:"end"`
-	Events         int       `json:"events"`
+	ID     string `json:"id"`
+	Start  []byte `json:"start"` // protobuf VGtid; empty: stream start
+	End    []byte `json:"end"`
+	Events int    `json:"events"`
+	// Body and Cursor are the batch as sent: a replica taking over re-sends
+	// exactly it. Rebuilding it from the stream instead is not reliable on
+	// several shards: another VStream may interleave the shards differently.
+	Body           []byte    `json:"body,omitempty"`
+	Cursor         string    `json:"cursor,omitempty"`
 	Attempts       int       `json:"attempts"`
 	FirstAttemptAt time.Time `json:"first_attempt_at,omitzero"`
 	LastAttemptAt  time.Time `json:"last_attempt_at,omitzero"`
