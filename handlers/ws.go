@@ -30,9 +30,15 @@ const (
 	CloseShutdown websocket.StatusCode = 4001
 )
 
+// wsMessage is one item of a WebSocket's send queue: a ready message, or
+// a whole transaction whose events the writer encodes and sends one
+// message each. Handing over transactions rather than messages spares a
+// channel operation and an allocation per event: the writer encodes into
+// one reused buffer.
 type wsMessage struct {
 	data   []byte
-	cursor string // set on the last message of a transaction
+	txn    *hub.Delivery
+	cursor string // set when the item ends a transaction
 }
 
 // WS serves GET /v1/streams/{stream}/ws: one JSON message per event; the
@@ -123,16 +129,29 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	// Writer: this goroutine owns all writes.
+	var buf []byte // reused for every event: encoded here, written, forgotten
 	keepAlive := time.NewTicker(a.Limits.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case m := <-queue:
-			more := len(queue) > 0
+			more := len(queue) > 0 || (m.txn != nil && len(m.txn.Events) > 1)
 			if more {
 				cw.conn.cork()
 			}
-			if err := c.Write(ctx, websocket.MessageText, m.data); err != nil {
+			if m.txn != nil {
+				for i := range m.txn.Events {
+					buf = m.txn.Events[i].AppendJSON(buf[:0], m.txn.Cursor)
+					if i == len(m.txn.Events)-1 {
+						// The last event of a transaction says so: only a
+						// cursor seen with txn_end is safe to ack.
+						buf = append(buf[:len(buf)-1], `,"txn_end":true}`...)
+					}
+					if err := c.Write(ctx, websocket.MessageText, buf); err != nil {
+						return
+					}
+				}
+			} else if err := c.Write(ctx, websocket.MessageText, m.data); err != nil {
 				return
 			}
 			if !more || len(queue) == 0 {
@@ -244,22 +263,7 @@ func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
 		b = append(b[:len(b)-1], `,"txn_end":true}]`...)
 		return s.push(wsMessage{data: b, cursor: d.Cursor})
 	}
-	for i := range d.Events {
-		var m wsMessage
-		if i == len(d.Events)-1 {
-			// The last event of a transaction says so: only a cursor seen
-			// with txn_end is safe to ack (the transaction arrived whole).
-			m.data = d.Events[i].AppendJSON(nil, d.Cursor)
-			m.data = append(m.data[:len(m.data)-1], `,"txn_end":true}`...)
-			m.cursor = d.Cursor
-		} else {
-			m.data = d.Events[i].AppendJSON(nil, d.Cursor)
-		}
-		if err := s.push(m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.push(wsMessage{txn: d, cursor: d.Cursor})
 }
 
 func (s *wsSink) heartbeat(cursor string) error {

@@ -107,7 +107,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 
 	d.int64(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest request body")
 	d.int64(&c.WSReadLimit, "ws-read-limit", 4<<10, "largest WebSocket message a client may send")
-	d.integer(&c.WSQueue, "ws-queue", 4096, "messages buffered per WebSocket")
+	d.integer(&c.WSQueue, "ws-queue", 4096, "transactions (and heartbeats) queued per WebSocket")
 	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
