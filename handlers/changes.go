@@ -112,7 +112,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 	}
 	// Block for the first delivery with events (or, without wait, for any
 	// delivery: a position update is news to a client at "now").
-	for wait > 0 || s.Fresh() {
+	for wait > 0 || s.Fresh() || !s.CaughtUp() {
 		wctx, cancel := context.WithDeadline(ctx, deadline)
 		d, err := s.Next(wctx)
 		cancel()
@@ -125,7 +125,10 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 			return nil, err
 		}
 		add(d)
-		if b.count > 0 || wait == 0 {
+		// Without wait, stop at the first delivery once at the live end; a
+		// replay or snapshot waits (up to FirstWait) for its first rows, so
+		// the first page is not an empty one.
+		if b.count > 0 || (wait == 0 && s.CaughtUp()) {
 			break
 		}
 	}

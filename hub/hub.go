@@ -137,6 +137,7 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 		token: token,
 		// A reader that starts at "now" is at the live end by definition.
 		caughtUp: !concrete(from) && !copying(from),
+		snapshot: copying(from),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -35,6 +36,10 @@ type Subscription struct {
 	// heartbeat, or a commit seen within caughtUpLag of being made) and
 	// no copy phase is running.
 	caughtUp bool
+	// snapshot: a copy phase is running (from the start position or after
+	// a resync) until its snapshot_complete event is delivered. Heartbeats
+	// can arrive before the first copied rows.
+	snapshot bool
 }
 
 // caughtUpLag is how old a commit may be when read and still count as live.
@@ -43,7 +48,7 @@ const caughtUpLag = 2
 
 // CaughtUp reports whether the subscription has reached the live end of
 // the stream (as far as the last delivery tells).
-func (s *Subscription) CaughtUp() bool { return s.caughtUp && !copying(s.pos) }
+func (s *Subscription) CaughtUp() bool { return s.caughtUp && !s.snapshot && !copying(s.pos) }
 
 // copying reports whether a position is inside a copy phase.
 func copying(v *binlogdatapb.VGtid) bool {
@@ -161,6 +166,14 @@ func (s *Subscription) replan(ctx context.Context, err error) bool {
 
 func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery, error) {
 	s.seen = true
+	for i := range txn.Events {
+		switch txn.Events[i].Type {
+		case event.TypeResync:
+			s.snapshot = true
+		case event.TypeSnapshotComplete:
+			s.snapshot = false
+		}
+	}
 	metrics.EventsIn(s.def.Name, len(txn.Events))
 	switch {
 	case txn.Heartbeat:
