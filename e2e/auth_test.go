@@ -98,10 +98,7 @@ func TestAuthRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	stream := fmt.Sprintf("auth-refusals-%d", time.Now().UnixNano()%1e6)
-	admin := g.token(t, "ops", []string{"*"}, []string{"*"}, "admin")
-	if st, b, err := g.call(ctx, "POST", "/v1/streams", admin, `{"name":"`+stream+`","keyspace":"customer","tables":["customer","corder"]}`, nil); err != nil || st != 201 {
-		t.Fatalf("create stream: %d %s %v", st, b, err)
-	}
+	createAuthStream(t, ctx, g, stream)
 
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
 	der, _ := x509.MarshalPKIXPublicKey(&rsaKey.PublicKey)
@@ -179,10 +176,7 @@ func TestAuthTableScope(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	stream := fmt.Sprintf("auth-tables-%d", time.Now().UnixNano()%1e6)
-	admin := g.token(t, "ops", []string{"*"}, []string{"*"}, "admin")
-	if st, b, err := g.call(ctx, "POST", "/v1/streams", admin, `{"name":"`+stream+`","keyspace":"customer","tables":["customer","corder"]}`, nil); err != nil || st != 201 {
-		t.Fatalf("create stream: %d %s %v", st, b, err)
-	}
+	createAuthStream(t, ctx, g, stream)
 	scoped := g.token(t, "alice", []string{stream}, []string{"customer.customer"}, "")
 	full := g.token(t, "carol", []string{stream}, []string{"customer.*"}, "")
 
@@ -265,17 +259,7 @@ func TestAuthTableScope(t *testing.T) {
 	allDone := func(events []ev) bool { c, o := counts(events); return c >= 4 && o >= 5 }
 	check := func(transport string, events []ev, wantOrders bool) {
 		t.Helper()
-		customers, orders := 0, 0
-		for _, e := range events {
-			switch e.Table {
-			case "corder":
-				orders++
-			case "customer":
-				if strings.HasPrefix(e.str("email"), tag) {
-					customers++
-				}
-			}
-		}
+		customers, orders := counts(events)
 		if customers != 4 {
 			t.Errorf("%s: %d of this test's customers, want 4", transport, customers)
 		}
@@ -394,4 +378,14 @@ func readSSEUntil(ctx context.Context, body io.Reader, done func([]ev) bool) ([]
 		}
 	}
 	return got, fmt.Errorf("sse ended: %v", sc.Err())
+}
+
+// createAuthStream creates a stream on customer and corder with an admin
+// token.
+func createAuthStream(t *testing.T, ctx context.Context, g *authGateway, stream string) {
+	t.Helper()
+	admin := g.token(t, "ops", []string{"*"}, []string{"*"}, "admin")
+	if st, b, err := g.call(ctx, "POST", "/v1/streams", admin, `{"name":"`+stream+`","keyspace":"customer","tables":["customer","corder"]}`, nil); err != nil || st != 201 {
+		t.Fatalf("create stream: %d %s %v", st, b, err)
+	}
 }

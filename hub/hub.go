@@ -109,25 +109,6 @@ func StartPosition(def *streams.Definition) *binlogdatapb.VGtid {
 	return source.StartNow(def.Keyspace)
 }
 
-// Subscribe opens a subscription at a position already resolved on def from position from (nil: the
-// stream's start). If token is not empty and a parked subscription stopped
-// exactly there, it is reused.
-func (h *Hub) Subscribe(def *streams.Definition, from *binlogdatapb.VGtid, token string) *Subscription {
-	if token != "" {
-		if s := h.unpark(def.Name, token); s != nil {
-			if sameDefinition(s.def, def) {
-				return s
-			}
-			s.close()
-		}
-	}
-	if from == nil {
-		from = StartPosition(def)
-	}
-	spec := source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()}
-	return h.newSubscription(def, from, token, h.src.Open(h.ctx, spec, from))
-}
-
 func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid, token string, src txnSource) *Subscription {
 	return &Subscription{
 		hub:   h,

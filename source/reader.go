@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -293,6 +292,3 @@ func MissingShard(err error) (keyspace, shard string, ok bool) {
 	}
 	return rest[:k], shard, true
 }
-
-// Errorf is a helper for typed stream errors surfaced to transports.
-func Errorf(format string, args ...any) error { return fmt.Errorf("source: "+format, args...) }
