@@ -138,6 +138,18 @@ func (c *Cluster) daemonPid(d daemon) int {
 // startEtcd starts etcd (the distribution's, as the Vitess examples do) and
 // registers the cell.
 func (c *Cluster) startEtcd(ctx context.Context) error {
+	// etcd has been seen to exit at once, before logging anything, when
+	// started right after another cluster's teardown; one more try has
+	// always started it.
+	err := c.startEtcdOnce(ctx)
+	if err != nil && strings.Contains(err.Error(), "etcd exited") {
+		c.log.Warn("etcd exited at start; trying once more", "err", err)
+		err = c.startEtcdOnce(ctx)
+	}
+	return err
+}
+
+func (c *Cluster) startEtcdOnce(ctx context.Context) error {
 	if c.daemonPid(etcdD) == 0 {
 		if code, _, err := httpGet(ctx, fmt.Sprintf("http://localhost:%d/health", c.port(EtcdClientPort))); err == nil {
 			return fmt.Errorf("something not started by vtlocal already answers on port %d (HTTP %d); stop it first", c.port(EtcdClientPort), code)
