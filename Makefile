@@ -62,4 +62,4 @@ demo: cluster-up build
 # gateway's HTTP pull and WebSocket; plus the encoder and cursor benchmarks.
 bench: cluster-up
 	$(GO) test -run '^$$' -bench . -benchmem ./event/ ./cursor/
-	VSG_E2E=1 VSG_BENCH=1 $(GO) test -count=1 -run TestReplayThroughput -v -timeout 20m ./e2e/ | grep -E 'RESULT|rows/s|loaded|ok|FAIL'
+	VSG_E2E=1 VSG_BENCH=1 $(GO) test -count=1 -run TestReplayThroughput -v -timeout 20m ./e2e/ | grep -E 'RESULT|rows/s|loaded|^ok|FAIL'

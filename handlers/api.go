@@ -28,7 +28,8 @@ type Limits struct {
 	DefaultLimit  int           // when limit is absent
 	MaxWait       time.Duration // long-poll cap
 	FirstWait     time.Duration // how long a non-waiting pull waits for a new VStream's first data
-	WSQueue       int           // messages buffered per WebSocket
+	WSQueue       int           // transactions buffered per WebSocket
+	WSQueueBytes  int           // bytes of events buffered per WebSocket
 	WSSlowAfter   time.Duration // how long the WebSocket queue may stay full before the client is a slow consumer
 	WSReadLimit   int64         // largest client message
 	KeepAlive     time.Duration // SSE comment / WS ping interval
@@ -44,6 +45,7 @@ func DefaultLimits() Limits {
 		MaxWait:       60 * time.Second,
 		FirstWait:     2 * time.Second,
 		WSQueue:       4096,
+		WSQueueBytes:  8 << 20,
 		WSSlowAfter:   5 * time.Second,
 		WSReadLimit:   4 << 10,
 		KeepAlive:     15 * time.Second,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -14,11 +15,29 @@ import (
 
 // batch is what one pull request returns.
 type batch struct {
-	buf      []byte // events, each finished JSON, comma-separated
-	ndjson   []byte
+	// buf holds the events: NDJSON lines, or for JSON the opening of the
+	// response object and the events, comma-separated.
+	buf      []byte
 	count    int
 	cursor   string
 	upToDate bool
+}
+
+// pageBufs recycles response buffers: a replaying client pulls pages of
+// megabytes back to back, and growing a fresh buffer for each one cost a
+// third of the pull path's CPU (copies, then the collector's work).
+var pageBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledPage keeps an outsized page (huge rows) from pinning its memory.
+const maxPooledPage = 16 << 20
+
+func getPage() *[]byte { return pageBufs.Get().(*[]byte) }
+
+func putPage(b *[]byte) {
+	if cap(*b) <= maxPooledPage {
+		*b = (*b)[:0]
+		pageBufs.Put(b)
+	}
 }
 
 // Changes serves GET /v1/streams/{stream}/changes: one batch of whole
@@ -52,7 +71,14 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	b, err := a.collect(ctx, s, limit, wait, ndjson)
+	page := getPage()
+	defer putPage(page)
+	b := &batch{buf: *page}
+	if !ndjson {
+		b.buf = append(b.buf, `{"events":[`...)
+	}
+	err = a.collect(ctx, s, b, limit, wait, ndjson)
+	*page = b.buf
 	if err != nil {
 		s.Close()
 		WriteError(w, a.Log, streamError(err))
@@ -66,27 +92,24 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	h.Set("Vsg-Up-To-Date", strconv.FormatBool(b.upToDate))
 	if ndjson {
 		h.Set("Content-Type", "application/x-ndjson")
-		w.Write(b.ndjson)
+		w.Write(b.buf)
 		return
 	}
 	h.Set("Content-Type", "application/json")
-	out := make([]byte, 0, len(b.buf)+len(b.cursor)+64)
-	out = append(out, `{"events":[`...)
-	out = append(out, b.buf...)
-	out = append(out, `],"next_cursor":"`...)
-	out = append(out, b.cursor...)
-	out = append(out, `","up_to_date":`...)
-	out = strconv.AppendBool(out, b.upToDate)
-	out = append(out, "}\n"...)
-	w.Write(out)
+	b.buf = append(b.buf, `],"next_cursor":"`...)
+	b.buf = append(b.buf, b.cursor...)
+	b.buf = append(b.buf, `","up_to_date":`...)
+	b.buf = strconv.AppendBool(b.buf, b.upToDate)
+	b.buf = append(b.buf, "}\n"...)
+	*page = b.buf
+	w.Write(b.buf)
 }
 
 // collect reads whole transactions until limit events, or until the
 // subscription has nothing more ready. With wait > 0 it long-polls for the
 // first transaction that carries events; otherwise it waits only as long as
 // a freshly opened VStream needs to produce its first data.
-func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait time.Duration, ndjson bool) (*batch, error) {
-	b := &batch{}
+func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration, ndjson bool) error {
 	first := a.Limits.FirstWait
 	if wait > first {
 		first = wait
@@ -99,8 +122,8 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 		for i := range d.Events {
 			e := &d.Events[i]
 			if ndjson {
-				b.ndjson = e.AppendJSON(b.ndjson, d.Cursor)
-				b.ndjson = append(b.ndjson, '\n')
+				b.buf = e.AppendJSON(b.buf, d.Cursor)
+				b.buf = append(b.buf, '\n')
 			} else {
 				if b.count > 0 {
 					b.buf = append(b.buf, ',')
@@ -122,7 +145,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 				b.upToDate = s.CaughtUp() || wait > 0
 				break
 			}
-			return nil, err
+			return err
 		}
 		add(d)
 		// Without wait, stop at the first delivery once at the live end; a
@@ -136,7 +159,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 		d, ok, err := s.TryNext(ctx)
 		if err != nil {
 			if b.count == 0 {
-				return nil, err
+				return err
 			}
 			break // deliver what we have; the error recurs on the next request
 		}
@@ -149,17 +172,17 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, limit int, wait 
 	if b.cursor == "" {
 		tok, err := s.Cursor(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if tok == "" {
 			// A stream starting at "now" has not reported its position
 			// yet: an empty cursor would make the next poll start at a
 			// later "now" and skip what committed in between.
-			return nil, apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "the stream has not reported its position yet; retry")
+			return apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "the stream has not reported its position yet; retry")
 		}
 		b.cursor = tok
 	}
-	return b, nil
+	return nil
 }
 
 func intParam(s string, def, min, max int, name string) (int, error) {

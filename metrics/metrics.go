@@ -88,6 +88,10 @@ var (
 		Name: "vsg_webhook_attempts_total",
 		Help: "Webhook delivery attempts by outcome (success, retry, disabled, dead_letter).",
 	}, []string{"outcome"})
+	wsDisconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_ws_disconnects_total",
+		Help: "WebSocket connections the gateway closed, by reason: slow_consumer, upstream_failed, bad_message, shutdown.",
+	}, []string{"reason"})
 	webhookDeadLetters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vsg_webhook_dead_letters",
 		Help: "Batches in webhook dead-letter lists.",
@@ -100,6 +104,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds,
 		authFailures, refusals, httpRequests, httpDuration, webhookAttempts, webhookDeadLetters,
+		wsDisconnects,
 	)
 	// Series that exist from the start, so that rate() and alerts see a 0
 	// rather than nothing before the first occurrence.
@@ -108,6 +113,9 @@ func init() {
 	}
 	for _, t := range []string{TransportPull, TransportSSE, TransportWS} {
 		clients.WithLabelValues(t)
+	}
+	for _, r := range []string{"slow_consumer", "upstream_failed", "bad_message", "shutdown"} {
+		wsDisconnects.WithLabelValues(r)
 	}
 }
 
@@ -180,6 +188,10 @@ func HTTPRequest(route, method string, code int, seconds float64) {
 	httpRequests.WithLabelValues(route, method, statusText(code)).Inc()
 	httpDuration.WithLabelValues(route, method).Observe(seconds)
 }
+
+// WSDisconnect counts a WebSocket the gateway closed for reason (the
+// close reason sent, e.g. slow_consumer).
+func WSDisconnect(reason string) { wsDisconnects.WithLabelValues(reason).Inc() }
 
 // WebhookAttempt counts one webhook delivery attempt by outcome.
 func WebhookAttempt(outcome string) { webhookAttempts.WithLabelValues(outcome).Inc() }

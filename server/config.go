@@ -46,6 +46,8 @@ type Config struct {
 	MaxBodyBytes     int64
 	WSReadLimit      int64
 	WSQueue          int
+	WSQueueBytes     int
+	ReadAhead        int
 	WSSlowAfter      time.Duration
 	MaxLimit         int
 	DefaultLimit     int
@@ -108,6 +110,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.int64(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest request body")
 	d.int64(&c.WSReadLimit, "ws-read-limit", 4<<10, "largest WebSocket message a client may send")
 	d.integer(&c.WSQueue, "ws-queue", 4096, "transactions (and heartbeats) queued per WebSocket")
+	d.integer(&c.WSQueueBytes, "ws-queue-bytes", 8<<20, "bytes of events queued per WebSocket (a queue is full at either bound)")
+	d.integer(&c.ReadAhead, "read-ahead", 8<<20, "bytes of events each VStream reader buffers ahead of its client; past it vtgate is paused")
 	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
@@ -183,8 +187,10 @@ func (c *Config) validate() error {
 		return configErr("--max-body-bytes must be at least 1024")
 	case c.WSReadLimit < 1024:
 		return configErr("--ws-read-limit must be at least 1024 (an ack carries a cursor of up to 1 KiB)")
-	case c.WSQueue < 1:
-		return configErr("--ws-queue must be positive")
+	case c.WSQueue < 1 || c.WSQueueBytes < 1:
+		return configErr("--ws-queue and --ws-queue-bytes must be positive")
+	case c.ReadAhead < 1:
+		return configErr("--read-ahead must be positive")
 	case c.MaxLimit < 1 || c.DefaultLimit < 1 || c.DefaultLimit > c.MaxLimit:
 		return configErr("--default-limit and --max-limit must be positive, default ≤ max")
 	case c.MaxWait < 0:
@@ -215,6 +221,7 @@ func (c *Config) limits() handlers.Limits {
 	l.MaxBodyBytes = c.MaxBodyBytes
 	l.WSReadLimit = c.WSReadLimit
 	l.WSQueue = c.WSQueue
+	l.WSQueueBytes = c.WSQueueBytes
 	l.WSSlowAfter = c.WSSlowAfter
 	l.MaxLimit = c.MaxLimit
 	l.DefaultLimit = c.DefaultLimit

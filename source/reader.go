@@ -12,6 +12,8 @@ import (
 	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
 	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
 	"vitess.io/vitess/go/vt/vterrors"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 )
 
 // ErrStopped is returned by Next after a reader opened with StopOnReshard
@@ -31,8 +33,9 @@ type readOptions struct {
 func StopOnReshard() ReadOption { return func(o *readOptions) { o.stopOnReshard = true } }
 
 type result struct {
-	txn *Txn
-	err error
+	txn    *Txn
+	err    error
+	weight int // bytes taken from the read-ahead budget
 }
 
 // Reader delivers the transactions of one VStream in order.
@@ -42,6 +45,7 @@ type Reader struct {
 	opts   readOptions
 	cancel context.CancelFunc
 	out    chan result
+	budget *budget.Bytes
 	done   chan struct{}
 	err    error // terminal error, set once Next has returned it
 }
@@ -56,6 +60,7 @@ func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, 
 		spec:   spec,
 		cancel: cancel,
 		out:    make(chan result, c.opts.queueTxns),
+		budget: budget.New(c.opts.readAhead),
 		done:   make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -77,6 +82,7 @@ func (r *Reader) Next(ctx context.Context) (*Txn, error) {
 			r.err = context.Canceled
 			return nil, r.err
 		}
+		r.budget.Release(res.weight)
 		if res.err != nil {
 			r.err = res.err
 		}
@@ -97,6 +103,7 @@ func (r *Reader) TryNext() (*Txn, bool, error) {
 			r.err = context.Canceled
 			return nil, false, r.err
 		}
+		r.budget.Release(res.weight)
 		if res.err != nil {
 			r.err = res.err
 			return nil, false, res.err
@@ -201,7 +208,10 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 					journal = journalDone
 				}
 			}
-			if !r.send(ctx, result{txn: txn}) {
+			// Past the read-ahead budget, stop reading: gRPC flow control
+			// then pauses vtgate until the consumer catches up.
+			w := txn.Weight()
+			if r.budget.Acquire(ctx, w) != nil || !r.send(ctx, result{txn: txn, weight: w}) {
 				return asm.pos, progressed, journal, ctx.Err()
 			}
 			progressed = true

@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -460,5 +461,25 @@ func TestStopOnReshardPartialMergeJournalResumes(t *testing.T) {
 	samePos(t, "resumed request", fake.Call(t, 1).Req.Vgtid, afterA)
 	if txn, ok, err := r.TryNext(); ok || err != nil {
 		t.Fatalf("after a partial journal: %+v, %v; want the reader still streaming", txn, err)
+	}
+}
+
+// A read-ahead budget smaller than one transaction still lets every
+// transaction through, one at a time.
+func TestReadAheadSmallerThanATransaction(t *testing.T) {
+	fake, c := setup(t, source.WithReadAhead(1))
+	var batches [][]*binlogdatapb.VEvent
+	for i := 0; i < 20; i++ {
+		batches = append(batches, s0.Txn(int64(100+i), pos(11+i),
+			s0.Insert("t", int64(100+i), []string{fmt.Sprint(2 * i), strings.Repeat("x", 500)}, []string{fmt.Sprint(2*i + 1), "y"})))
+	}
+	fake.Push(fakevtgate.Script{Open: true, Batches: append([][]*binlogdatapb.VEvent{{tField}}, batches...)})
+	r := open(t, c, pos(10))
+	for i := 0; i < 20; i++ {
+		txn := next(t, r)
+		if len(txn.Events) != 2 {
+			t.Fatalf("transaction %d: %d events", i, len(txn.Events))
+		}
+		samePos(t, fmt.Sprint("transaction ", i), txn.VGtid, pos(11+i))
 	}
 }

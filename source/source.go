@@ -60,6 +60,17 @@ type Txn struct {
 // Rows reports the number of change events.
 func (t *Txn) Rows() int { return len(t.Events) }
 
+// Weight estimates the memory a transaction holds, for read-ahead and
+// send-queue budgets: its encoded events plus a fixed cost per event for
+// the structures around them.
+func (t *Txn) Weight() int {
+	n := 256 // the transaction and its position
+	for i := range t.Events {
+		n += len(t.Events[i].JSON) + 96
+	}
+	return n
+}
+
 // Client is a connection to vtgate shared by all readers of a process.
 type Client struct {
 	conn   *vtgateconn.VTGateConn
@@ -75,6 +86,7 @@ type options struct {
 	tabletType   topodatapb.TabletType
 	heartbeat    time.Duration
 	queueTxns    int
+	readAhead    int
 	maxRetryWait time.Duration
 	onJournal    JournalHook
 }
@@ -106,6 +118,10 @@ func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbe
 // WithQueue sets how many transactions a reader buffers ahead of its consumer.
 func WithQueue(n int) Option { return func(o *options) { o.queueTxns = n } }
 
+// WithReadAhead bounds, in bytes of encoded events, what a reader buffers
+// ahead of its consumer (default 8 MiB), whatever the transaction count.
+func WithReadAhead(bytes int) Option { return func(o *options) { o.readAhead = bytes } }
+
 // WithMaxRetryWait bounds the backoff between reconnect attempts.
 func WithMaxRetryWait(d time.Duration) Option { return func(o *options) { o.maxRetryWait = d } }
 
@@ -116,12 +132,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		tabletType:   topodatapb.TabletType_PRIMARY,
 		heartbeat:    time.Second,
 		queueTxns:    512,
+		readAhead:    8 << 20,
 		maxRetryWait: 5 * time.Second,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(o.dialOpts...), addr)
+	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(fastRecvOptions(), o.dialOpts...)...), addr)
 	if err != nil {
 		return nil, fmt.Errorf("source: dial vtgate %s: %w", addr, err)
 	}

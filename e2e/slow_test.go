@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestWSSlowConsumer: a WebSocket client that stops reading while a
+// backlog streams to it is closed as a slow consumer (4008) once its queue
+// has stayed full for --ws-slow-after, and the disconnect message carries
+// the cursor of the last whole transaction written: resuming from it
+// continues with the next row, none skipped.
+func TestWSSlowConsumer(t *testing.T) {
+	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	g := startGateway(t, append(withDataDir(t), "--ws-queue-bytes", "65536", "--ws-slow-after", "300ms")...)
+	stream := fmt.Sprintf("slow-%d", time.Now().UnixNano()%1e6)
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
+	token := initialCursor(t, ctx, g, stream)
+
+	// A backlog far larger than the socket buffers between the two ends.
+	const rows, perTxn = 40000, 500
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tag := stream
+	for done := 0; done < rows; done += perTxn {
+		var sb strings.Builder
+		sb.WriteString("insert into customer(email) values ")
+		for i := 0; i < perTxn; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "('%s-%06d@e2e')", tag, done+i)
+		}
+		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	before := wsDisconnects(t, g, "slow_consumer")
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/v1/streams/"+stream+"/ws?cursor="+url.QueryEscape(token), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	// Not reading: wait until the gateway has given up on this client.
+	for wsDisconnects(t, g, "slow_consumer") == before {
+		if ctx.Err() != nil {
+			t.Fatal("the gateway never closed the client that stopped reading")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Now read what was sent: events, then the disconnect message.
+	var got []string // emails, in order
+	safe := 0        // rows up to the last txn_end
+	var safeCursor string
+	var disconnect struct {
+		Type   string `json:"type"`
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
+		Cursor string `json:"cursor"`
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			if s := websocket.CloseStatus(err); s != 4008 {
+				t.Fatalf("read ended with %v (close status %d), want close 4008", err, s)
+			}
+			break
+		}
+		var m struct {
+			ev
+			TxnEnd bool `json:"txn_end"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("message %.100q: %v", b, err)
+		}
+		switch m.Type {
+		case "change":
+			got = append(got, m.str("email"))
+			if m.TxnEnd {
+				safe, safeCursor = len(got), m.Cursor
+			}
+		case "disconnect":
+			json.Unmarshal(b, &disconnect)
+		}
+	}
+	if disconnect.Code != 4008 || disconnect.Reason != "slow_consumer" {
+		t.Fatalf("disconnect message %+v, want code 4008 slow_consumer", disconnect)
+	}
+	if safe == 0 || safe >= rows {
+		t.Fatalf("%d rows whole before the disconnect of %d: the client was not cut off mid-backlog", safe, rows)
+	}
+	if disconnect.Cursor != safeCursor {
+		t.Fatalf("disconnect cursor is not the last txn_end cursor received")
+	}
+	for i, e := range got {
+		if want := fmt.Sprintf("%s-%06d@e2e", tag, i); e != want {
+			t.Fatalf("row %d: %s, want %s", i, e, want)
+		}
+	}
+
+	// Resume from the disconnect cursor: the next row is the one after the
+	// last whole transaction, and the rest follows.
+	cursor, next := disconnect.Cursor, safe
+	for next < rows {
+		q := url.Values{"cursor": {cursor}, "limit": {"10000"}, "wait": {"5s"}}
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
+		req.Header.Set("Accept", "application/x-ndjson")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("resume: %d %s", resp.StatusCode, b)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
+			e, err := parseEvent([]byte(line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Type != "change" {
+				continue
+			}
+			if want := fmt.Sprintf("%s-%06d@e2e", tag, next); e.str("email") != want {
+				t.Fatalf("resumed row %d: %s, want %s", next, e.str("email"), want)
+			}
+			next++
+		}
+		cursor = resp.Header.Get("Vsg-Next-Cursor")
+	}
+	t.Logf("cut off after %d whole rows (%d read) of %d; resumed without a gap", safe, len(got), rows)
+}
+
+// wsDisconnects reads vsg_ws_disconnects_total for reason.
+func wsDisconnects(t *testing.T, g *gateway, reason string) float64 {
+	t.Helper()
+	resp, err := http.Get(g.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	prefix := `vsg_ws_disconnects_total{reason="` + reason + `"} `
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			v, _ := strconv.ParseFloat(strings.TrimPrefix(line, prefix), 64)
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s", strings.TrimSpace(prefix))
+	return 0
+}

@@ -1,0 +1,141 @@
+package handlers
+
+import (
+	"bufio"
+	"encoding/binary"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// wsConn is the hijacked connection under a WebSocket. The library
+// (coder/websocket) does the handshake, reads, and writes control frames
+// and the final messages; the writer loop writes data frames here itself.
+//
+// Why: the library's Conn.Write costs about as much per message as
+// encoding the event (a lock, context and deadline set-up, a frame through
+// a 4 KiB buffer and a flush), and a replaying client receives hundreds of
+// thousands of messages a second. Here a data frame is a header and a copy
+// into a buffer that goes out in one system call per burst.
+//
+// Frames never interleave: every write, ours and the library's, happens
+// under mu, and each is whole. The library flushes its buffered writer at
+// the end of every frame it writes, so each of its frames reaches Write in
+// one call as long as it fits the 4 KiB buffer given to it in Hijack —
+// always true of control frames (≤ 131 bytes), which are the only frames it
+// writes concurrently with the writer loop (pongs and the close handshake,
+// from the reading goroutine). The library's longer messages (the final
+// disconnect message) are written by the writer loop itself, after it has
+// flushed. Compression must stay disabled: these frames are sent as is.
+type wsConn struct {
+	net.Conn
+	mu  sync.Mutex
+	buf []byte // frames not yet sent, in order
+}
+
+// wsFlushAt bounds the buffer: past it a burst goes out at once.
+const wsFlushAt = 64 << 10
+
+// Write is the library's path to the network. Its frames go out at once
+// (a close handshake must not wait for the writer loop), behind the data
+// frames already buffered, so a final message never overtakes the events
+// before it.
+func (c *wsConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.buf) == 0 {
+		return c.Conn.Write(p)
+	}
+	c.buf = append(c.buf, p...)
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// text buffers one text message as a single unmasked frame (servers do not
+// mask), sending the buffer first when it is full.
+func (c *wsConn) text(payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf = appendFrameHeader(c.buf, 0x1, len(payload))
+	if len(payload) >= wsFlushAt {
+		// A big message (a batched transaction) is not copied: the buffer
+		// and it go out in one writev.
+		bufs := net.Buffers{c.buf, payload}
+		_, err := bufs.WriteTo(c.Conn)
+		c.buf = c.buf[:0]
+		return err
+	}
+	c.buf = append(c.buf, payload...)
+	if len(c.buf) >= wsFlushAt {
+		return c.flushLocked()
+	}
+	return nil
+}
+
+// flush sends what is buffered.
+func (c *wsConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushLocked()
+}
+
+func (c *wsConn) flushLocked() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	if cap(c.buf) > 4*wsFlushAt {
+		c.buf = nil // one huge transaction (batch mode) need not stay resident
+	} else {
+		c.buf = c.buf[:0]
+	}
+	return err
+}
+
+// giveUpAfter lets writes in progress or to come run for at most d more:
+// a writer stuck on a client that stopped reading returns, and a final
+// message still gets a chance on a healthy connection.
+func (c *wsConn) giveUpAfter(d time.Duration) {
+	c.Conn.SetWriteDeadline(time.Now().Add(d))
+}
+
+// appendFrameHeader appends a final (FIN) unmasked frame header (RFC 6455
+// §5.2) for opcode and a payload of n bytes.
+func appendFrameHeader(b []byte, opcode byte, n int) []byte {
+	b = append(b, 0x80|opcode)
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xffff:
+		return binary.BigEndian.AppendUint16(append(b, 126), uint16(n))
+	default:
+		return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
+	}
+}
+
+// wsHijacker hands the WebSocket library the hijacked connection wrapped
+// in a wsConn.
+type wsHijacker struct {
+	http.ResponseWriter
+	conn *wsConn
+}
+
+func (w *wsHijacker) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Anything the server buffered for writing must go out first.
+	if err := brw.Writer.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	w.conn = &wsConn{Conn: conn}
+	// The 4 KiB buffer is what keeps each library frame one Write (see wsConn).
+	return w.conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.conn, 4096)), nil
+}
