@@ -3,10 +3,13 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // cpuTicks returns the CPU time (user+system, in clock ticks of 10 ms) used
@@ -65,4 +68,94 @@ func cpuSince(before map[string]int) string {
 		}
 	}
 	return b.String()
+}
+
+// clusterCommands are the processes of the local cluster.
+var clusterCommands = []string{"vtgate", "vttablet", "vtctld", "etcd", "mariadbd", "mysqld"}
+
+// splitCPUs moves the cluster's processes off the CPUs this test may run
+// on, when it runs on only some of them (make bench runs the benchmark a
+// second time under `taskset -c 1`), and back when the test ends. The
+// gateway, started by the test, inherits the test's CPUs. This models the
+// usual deployment, the gateway on hosts of its own, and measures whether
+// the gateway keeps up with what vtgate sends rather than what it costs
+// vtgate to share two cores with it. It returns a label of the layout.
+func splitCPUs(t *testing.T) string {
+	online, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return "shared"
+	}
+	all := parseCPUList(strings.TrimSpace(string(online)))
+	mine := map[int]bool{}
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				for _, c := range parseCPUList(strings.TrimSpace(v)) {
+					mine[c] = true
+				}
+			}
+		}
+	}
+	var others []string
+	for _, c := range all {
+		if !mine[c] {
+			others = append(others, strconv.Itoa(c))
+		}
+	}
+	if len(mine) == 0 || len(others) == 0 {
+		return "shared (cluster, gateway and clients on all CPUs)"
+	}
+	pids := map[string][]int{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		if slices.Contains(clusterCommands, name) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			pids[name] = append(pids[name], pid)
+		}
+	}
+	pin := func(list string) {
+		for name, ps := range pids {
+			for _, pid := range ps {
+				if out, err := exec.Command("taskset", "-a", "-p", "-c", list, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+					t.Logf("taskset %s (%s): %v %s", name, list, err, out)
+				}
+			}
+		}
+	}
+	pin(strings.Join(others, ","))
+	t.Cleanup(func() { pin(strings.TrimSpace(string(online))) })
+	var minel []string
+	for _, c := range all {
+		if mine[c] {
+			minel = append(minel, strconv.Itoa(c))
+		}
+	}
+	return fmt.Sprintf("split (cluster on CPU %s; gateway and clients on CPU %s)", strings.Join(others, ","), strings.Join(minel, ","))
+}
+
+// parseCPUList parses a kernel CPU list such as "0-3,6".
+func parseCPUList(s string) []int {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			continue
+		}
+		b := a
+		if found {
+			if b, err = strconv.Atoi(hi); err != nil {
+				continue
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out
 }

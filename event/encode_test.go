@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -314,5 +315,45 @@ func TestColumns(t *testing.T) {
 	got := strings.Join(customerTable(t).Columns(), ",")
 	if got != "tenant_id,email,customer_id,balance" {
 		t.Errorf("Columns() = %s", got)
+	}
+}
+
+func TestSlabCopies(t *testing.T) {
+	var s Slab
+	a := s.Copy([]byte("first"))
+	b := s.Copy([]byte("second"))
+	if string(a) != "first" || string(b) != "second" {
+		t.Fatalf("copies %q %q", a, b)
+	}
+	if cap(a) != len(a) {
+		t.Fatalf("a copy's capacity runs past it (%d > %d): appending would overwrite the next one", cap(a), len(a))
+	}
+	a = append(a, "!"...)
+	if string(b) != "second" {
+		t.Fatalf("appending to one copy changed the next: %q", b)
+	}
+	big := make([]byte, slabMax+1)
+	if c := s.Copy(big); len(c) != len(big) {
+		t.Fatal("a big body was cut")
+	}
+	src := []byte("mutable")
+	c := s.Copy(src)
+	src[0] = 'X'
+	if string(c) != "mutable" {
+		t.Fatal("the copy aliases its source")
+	}
+	var none *Slab
+	if string(none.Copy([]byte("x"))) != "x" {
+		t.Fatal("a nil slab must allocate")
+	}
+	// Blocks fill up and are replaced, never overwritten.
+	var kept [][]byte
+	for i := 0; i < 3*slabBlock/100; i++ {
+		kept = append(kept, s.Copy(bytes.Repeat([]byte{byte(i)}, 100)))
+	}
+	for i, k := range kept {
+		if k[0] != byte(i) || k[99] != byte(i) {
+			t.Fatalf("copy %d was overwritten", i)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,13 @@ type assembler struct {
 	// parts records, per journal id, the participants whose JOURNAL came.
 	parts map[int64]map[string]bool
 	hook  JournalHook
+	// slab holds the encoded rows: they live together in a transaction
+	// and then in the read-ahead buffer.
+	slab event.Slab
+	// lastRows sizes the next transaction's events: consecutive
+	// transactions tend to be alike, and growing a slice of 1,000 events
+	// one ROW event at a time copies it over and over.
+	lastRows int
 }
 
 func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook) *assembler {
@@ -51,6 +59,9 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 	switch ev.Type {
 	case binlogdatapb.VEventType_BEGIN:
 		a.cur = &Txn{CommitTS: ev.Timestamp}
+		if a.lastRows > 0 {
+			a.cur.Events = make([]event.Event, 0, min(a.lastRows, 1024))
+		}
 	case binlogdatapb.VEventType_FIELD:
 		return nil, a.field(ctx, ev)
 	case binlogdatapb.VEventType_ROW:
@@ -72,6 +83,7 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		if t.VGtid == nil {
 			t.VGtid = a.pos
 		}
+		a.lastRows = len(t.Events)
 		return a.emit(t), nil
 	case binlogdatapb.VEventType_ROLLBACK:
 		a.cur = nil
@@ -160,6 +172,7 @@ func (a *assembler) row(ev *binlogdatapb.VEvent) error {
 	if a.cur == nil {
 		return &ProtocolError{Msg: "ROW outside a transaction"}
 	}
+	a.cur.Events = slices.Grow(a.cur.Events, len(re.RowChanges))
 	for _, rc := range re.RowChanges {
 		var op event.Op
 		switch {
@@ -173,7 +186,7 @@ func (a *assembler) row(ev *binlogdatapb.VEvent) error {
 		default:
 			op = event.OpUpdate
 		}
-		e, err := t.Encode(op, rc, ev.Timestamp)
+		e, err := t.EncodeIn(&a.slab, op, rc, ev.Timestamp)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unsafe"
 
 	"google.golang.org/grpc"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
@@ -61,12 +62,12 @@ type Txn struct {
 func (t *Txn) Rows() int { return len(t.Events) }
 
 // Weight estimates the memory a transaction holds, for read-ahead and
-// send-queue budgets: its encoded events plus a fixed cost per event for
-// the structures around them.
+// send-queue budgets: its events (the slice's whole capacity) and their
+// encoded JSON.
 func (t *Txn) Weight() int {
-	n := 256 // the transaction and its position
+	n := 256 + cap(t.Events)*int(unsafe.Sizeof(event.Event{})) // the transaction, its position, its events
 	for i := range t.Events {
-		n += len(t.Events[i].JSON) + 96
+		n += len(t.Events[i].JSON)
 	}
 	return n
 }
