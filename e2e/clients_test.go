@@ -237,9 +237,14 @@ func (c *sseClient) close() {
 // --- WebSocket ---
 
 type wsClient struct {
-	c *websocket.Conn
+	c    *websocket.Conn
+	msgs chan []byte
+	err  error // why msgs was closed
 }
 
+// connectWS connects and keeps reading in the background, as a browser
+// does: a client that stops reading stops answering pings and is
+// eventually closed, however idle its application is.
 func connectWS(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
 	u := "ws" + strings.TrimPrefix(g.url, "http") + "/v1/streams/" + stream + "/ws?" + query(subscriber, cursor)
 	c, _, err := websocket.Dial(ctx, u, nil)
@@ -247,15 +252,31 @@ func connectWS(ctx context.Context, g *gateway, stream, subscriber, cursor strin
 		return nil, err
 	}
 	c.SetReadLimit(1 << 20)
-	return &wsClient{c: c}, nil
+	w := &wsClient{c: c, msgs: make(chan []byte, 1<<16)}
+	go func() {
+		defer close(w.msgs)
+		for {
+			_, b, err := c.Read(context.Background())
+			if err != nil {
+				w.err = err
+				return
+			}
+			w.msgs <- b
+		}
+	}()
+	return w, nil
 }
 
 func (c *wsClient) next(ctx context.Context) (ev, error) {
-	_, b, err := c.c.Read(ctx)
-	if err != nil {
-		return ev{}, err
+	select {
+	case b, ok := <-c.msgs:
+		if !ok {
+			return ev{}, c.err
+		}
+		return parseEvent(b)
+	case <-ctx.Done():
+		return ev{}, ctx.Err()
 	}
-	return parseEvent(b)
 }
 
 func (c *wsClient) ack(ctx context.Context, cursor string) error {
