@@ -32,6 +32,12 @@ type wsConn struct {
 	net.Conn
 	mu  sync.Mutex
 	buf []byte // frames not yet sent, in order
+	// closeSent: the library has written a close frame, after which the
+	// protocol allows no data frames (RFC 6455 §5.5.1). Each of its control
+	// frames is one Write, so the frame's first byte is p[0]; the only
+	// library message that may span Writes is the final disconnect
+	// message, after which nothing is sent anyway.
+	closeSent bool
 }
 
 // wsFlushAt bounds the buffer: past it a burst goes out at once.
@@ -44,6 +50,9 @@ const wsFlushAt = 64 << 10
 func (c *wsConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(p) > 0 && p[0]&0x0f == 0x8 {
+		c.closeSent = true
+	}
 	if len(c.buf) == 0 {
 		return c.Conn.Write(p)
 	}
@@ -59,6 +68,9 @@ func (c *wsConn) Write(p []byte) (int, error) {
 func (c *wsConn) text(payload []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closeSent {
+		return net.ErrClosed
+	}
 	c.buf = appendFrameHeader(c.buf, 0x1, len(payload))
 	if len(payload) >= wsFlushAt {
 		// A big message (a batched transaction) is not copied: the buffer

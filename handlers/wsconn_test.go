@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -56,6 +57,24 @@ func TestWSConnBuffersFramesUntilFlush(t *testing.T) {
 	c.Write([]byte("X"))
 	if len(rec.writes) != 3 || string(rec.writes[2]) != "X" {
 		t.Fatalf("library write with nothing buffered: %q", rec.writes)
+	}
+}
+
+func TestWSConnNoDataAfterClose(t *testing.T) {
+	rec := &recordConn{}
+	c := &wsConn{Conn: rec}
+	if err := c.text([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	// A close frame (opcode 8) written by the library: status 1000.
+	if _, err := c.Write([]byte{0x88, 0x02, 0x03, 0xe8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.text([]byte("b")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("data frame after the close frame: %v, want net.ErrClosed", err)
+	}
+	if len(rec.writes) != 1 || string(rec.writes[0]) != "\x81\x01a\x88\x02\x03\xe8" {
+		t.Fatalf("sent %q", rec.writes)
 	}
 }
 
