@@ -167,11 +167,11 @@ function openWS(gen) {
     if (gen !== st.gen) return;
     const ev = JSON.parse(m.data, reviver);
     if (ev.type === 'disconnect') { st.bye = ev; return; }
-    // Messages mark no transaction end: a transaction is whole once a message
-    // with another cursor, or a heartbeat, arrives.
+    // The last event of a transaction carries txn_end: the transaction is
+    // whole. A message with another cursor, or a heartbeat, shows it too.
     if (st.pending && ev.cursor !== st.pending) commit(st.pending);
     handle(ev);
-    if (ev.type === 'heartbeat') commit(ev.cursor);
+    if (ev.txn_end || ev.type === 'heartbeat') commit(ev.cursor);
   };
   ws.onclose = () => {
     if (gen !== st.gen) return;
@@ -429,6 +429,12 @@ $('cursor').addEventListener('click', () => {
 // Leaving the page closes the connection first, so its error callbacks do
 // not mistake the unload for a failure and start probing the gateway.
 window.addEventListener('pagehide', disconnect);
+// A page restored from the back/forward cache keeps its table and cursor but
+// not the connection closed on pagehide: resume from the cursor (unless the
+// page was left paused).
+window.addEventListener('pageshow', (e) => {
+  if (e.persisted && st.stream && !st.paused) connect();
+});
 
 setInterval(() => { $('rate').textContent = st.changes; st.changes = 0; }, 1000);
 
