@@ -333,3 +333,60 @@ func TestWebhookFailover(t *testing.T) {
 		t.Errorf("owner after takeover: %q", v.Owner)
 	}
 }
+
+// TestWebhookDeletedWithStream: deleting a stream deletes its webhooks and
+// stops their deliverers; a stream created again under the same name starts
+// with none. The receiver switches to the secret of a new webhook on the
+// new stream, so a deliverer of the old webhook still running would show up
+// as requests that fail verification (and as rows delivered twice).
+func TestWebhookDeletedWithStream(t *testing.T) {
+	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := startGateway(t, whGatewayFlags()...)
+	stream := newCustomerStream(t, g, "wh-del")
+	r := newWhReceiver(t, nil)
+	old := createWebhook(t, g, stream, map[string]any{"url": r.url(), "secret": r.secret})
+	w := newWriter(t, "whdel"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
+	if err := w.insert(ctx, "a", 3); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRows(t, ctx, w.since(0))
+
+	if status, err := g.do(ctx, "DELETE", "/v1/streams/"+stream, nil, nil); err != nil || status != 204 {
+		t.Fatalf("delete stream: %d %v", status, err)
+	}
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
+	var list struct {
+		Webhooks []whView `json:"webhooks"`
+	}
+	if status, err := g.do(ctx, "GET", "/v1/streams/"+stream+"/webhooks", nil, &list); err != nil || status != 200 || len(list.Webhooks) != 0 {
+		t.Fatalf("webhooks of the stream created again: %d %v %+v", status, err, list.Webhooks)
+	}
+	if status, _ := g.do(ctx, "GET", "/v1/streams/"+stream+"/webhooks/"+old.ID, nil, nil); status != 404 {
+		t.Fatalf("the deleted stream's webhook: %d, want 404", status)
+	}
+
+	secret := newSecret()
+	r.mu.Lock()
+	r.secret = secret
+	r.mu.Unlock()
+	createWebhook(t, g, stream, map[string]any{"url": r.url(), "secret": secret})
+	before := len(r.messages())
+	if err := w.insert(ctx, "b", 3); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRows(t, ctx, w.since(3))
+	r.checkSignatures(t)
+	seen := map[string]int{}
+	for _, m := range r.messages()[before:] {
+		for _, e := range m.events {
+			seen[e.str("email")]++
+		}
+	}
+	for _, e := range w.since(3) {
+		if seen[e] != 1 {
+			t.Errorf("row %s delivered %d times after the stream was deleted and created again", e, seen[e])
+		}
+	}
+}

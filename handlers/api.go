@@ -68,6 +68,9 @@ type API struct {
 	// Shutdown is closed when the gateway begins to shut down: streaming
 	// clients are then closed with a cursor to resume from.
 	Shutdown <-chan struct{}
+	// StreamDeleted, if set, removes what else belongs to a deleted stream
+	// (its webhooks).
+	StreamDeleted func(ctx context.Context, stream string) error
 }
 
 // Error is an API error.

@@ -33,6 +33,8 @@ func (s *Server) newWebhooks(cfg *Config) error {
 		s.log.Warn("webhooks may reach loopback, private and link-local addresses (--allow-private-webhooks)")
 	}
 	s.wh.api = &handlers.WebhookAPI{API: s.api, Service: svc}
+	// A deleted stream takes its webhooks with it.
+	s.api.StreamDeleted = svc.DeleteStream
 	s.wh.sup = svc.NewSupervisor(webhook.WithLeaseTTL(cfg.WebhookLeaseTTL), webhook.WithHolder(replicaID()))
 	return nil
 }

@@ -349,6 +349,23 @@ func (s *Service) Delete(ctx context.Context, stream, id string) error {
 	return err
 }
 
+// DeleteStream deletes every webhook of stream, with its dead letters and
+// cursor: called when the stream itself is deleted, so that its deliverers
+// stop and a stream created later under the same name starts with none.
+func (s *Service) DeleteStream(ctx context.Context, stream string) error {
+	list, err := s.repo.list(ctx, stream)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, w := range list {
+		if err := s.Delete(ctx, stream, w.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			errs = append(errs, fmt.Errorf("webhook %s: %w", w.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // revoke releases webhook id's lease whoever holds it: the holder's
 // fenced writes fail from now on, and it stops.
 func (s *Service) revoke(ctx context.Context, id string) {

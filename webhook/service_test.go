@@ -133,3 +133,35 @@ func TestDurationJSON(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 }
+
+func TestDeleteStreamDeletesOnlyItsWebhooks(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	other := &streams.Definition{Name: "other", Keyspace: testDef.Keyspace, Tables: testDef.Tables}
+	a, err := e.svc.Create(ctx, testDef, &CreateRequest{URL: "http://127.0.0.1:9/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Create(ctx, testDef, &CreateRequest{URL: "http://127.0.0.1:9/b"}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.svc.Create(ctx, other, &CreateRequest{URL: "http://127.0.0.1:9/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteStream(ctx, testDef.Name); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := e.svc.List(ctx, testDef.Name); err != nil || len(list) != 0 {
+		t.Fatalf("webhooks left on the deleted stream: %+v %v", list, err)
+	}
+	if _, err := e.svc.Get(ctx, testDef.Name, a.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get a deleted webhook: %v", err)
+	}
+	if list, err := e.svc.List(ctx, "other"); err != nil || len(list) != 1 || list[0].ID != kept.ID {
+		t.Fatalf("the other stream's webhooks: %+v %v", list, err)
+	}
+	if err := e.svc.DeleteStream(ctx, "none"); err != nil {
+		t.Fatalf("a stream without webhooks: %v", err)
+	}
+}
