@@ -102,6 +102,10 @@ type Store interface {
 	// sequence numbers. With no values it writes nothing and returns the last
 	// sequence number handed out (0 for a log that does not exist).
 	Append(ctx context.Context, log string, vals ...[]byte) (uint64, error)
+	// AppendFenced is Append while lease is held with token; otherwise it
+	// returns ErrFenced and appends nothing. The check and the append are
+	// atomic. vals must not be empty.
+	AppendFenced(ctx context.Context, log, lease string, token uint64, vals ...[]byte) (uint64, error)
 	// ReadLog returns up to limit entries with Seq > after, in order; limit
 	// <= 0 means no limit. A log that does not exist reads as empty.
 	ReadLog(ctx context.Context, log string, after uint64, limit int) ([]Entry, error)

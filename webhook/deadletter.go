@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/store"
 )
 
 // Dead-letter reasons.
@@ -46,8 +48,10 @@ type ReplayError struct {
 
 func (e *ReplayError) Error() string { return "receiver did not accept the replay: " + e.Msg }
 
-// appendDeadLetter records a batch given up on.
-func (s *Service) appendDeadLetter(ctx context.Context, wh *Webhook, b *batch, f *inflight, reason string) error {
+// appendDeadLetter records a batch given up on, only while lease is held
+// (a replica that lost the webhook must not add an entry the new owner
+// adds too).
+func (s *Service) appendDeadLetter(ctx context.Context, wh *Webhook, b *batch, f *inflight, reason string, lease store.Lease) error {
 	dl := &DeadLetter{
 		ID: b.id, Events: b.events, Cursor: b.cursor, Reason: reason,
 		Attempts: f.Attempts, LastStatus: f.LastStatus, LastError: f.LastError,
@@ -57,8 +61,8 @@ func (s *Service) appendDeadLetter(ctx context.Context, wh *Webhook, b *batch, f
 	if err != nil {
 		return err
 	}
-	if _, err := s.st.Append(ctx, dlqLog(wh.ID), v); err != nil {
-		return fmt.Errorf("dead-letter batch %s: %w", b.id, err)
+	if _, err := s.st.AppendFenced(ctx, dlqLog(wh.ID), lease.Name, lease.Token, v); err != nil {
+		return fmt.Errorf("dead-letter batch %s: %w", b.id, fenced(err))
 	}
 	return nil
 }

@@ -334,14 +334,13 @@ func (ss *session) deliver(ctx context.Context, b *batch, rec *inflight) error {
 func (ss *session) deadLetter(ctx context.Context, wh *Webhook, b *batch, rec *inflight, reason string) error {
 	d, s := ss.d, ss.d.s
 	rec.NextAttemptAt = time.Time{}
-	// The log append is not fenced; this fenced write right before it
-	// makes sure the lease is still ours, which leaves only a
-	// milliseconds-wide window for a duplicate entry (same id) if the lease
-	// is lost in between.
+	// Both writes are fenced: a replica that lost the webhook adds no
+	// dead letter. The new owner re-sends the batch, and dead-letters it
+	// itself if the receiver still refuses it.
 	if err := d.putInflight(ctx, rec); err != nil {
 		return err
 	}
-	if err := s.appendDeadLetter(ctx, wh, b, rec, reason); err != nil {
+	if err := s.appendDeadLetter(ctx, wh, b, rec, reason, d.lease); err != nil {
 		return err
 	}
 	if err := d.ack(ctx, b.end); err != nil {

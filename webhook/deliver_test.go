@@ -464,6 +464,13 @@ func TestStaleHolderIsFenced(t *testing.T) {
 	if err := stale.disable(ctx, &attempt{status: 410}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("stale disable: %v", err)
 	}
+	b := &batch{id: "msg_x", events: 1, cursor: "tok-1", body: []byte(`{}`)}
+	if err := e.svc.appendDeadLetter(ctx, w, b, &inflight{ID: "msg_x"}, ReasonPermanent, old); !errors.Is(err, errStopped) || !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("stale dead letter: %v", err)
+	}
+	if n, _ := e.st.LogLen(ctx, dlqLog(v.ID)); n != 0 {
+		t.Fatalf("a stale holder added %d dead letters", n)
+	}
 	st, _ := hub.NewCursors(e.st).Get(ctx, testDef.Name, SubscriberName(v.ID))
 	if posN(st.VGtid) != 1 {
 		t.Fatalf("cursor moved to %d", posN(st.VGtid))

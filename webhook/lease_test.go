@@ -72,6 +72,12 @@ func (p *partStore) Append(ctx context.Context, log string, vals ...[]byte) (uin
 	}
 	return p.Store.Append(ctx, log, vals...)
 }
+func (p *partStore) AppendFenced(ctx context.Context, log, lease string, token uint64, vals ...[]byte) (uint64, error) {
+	if err := p.err(); err != nil {
+		return 0, err
+	}
+	return p.Store.AppendFenced(ctx, log, lease, token, vals...)
+}
 func (p *partStore) ReadLog(ctx context.Context, log string, after uint64, limit int) ([]store.Entry, error) {
 	if err := p.err(); err != nil {
 		return nil, err

@@ -304,23 +304,31 @@ func (s *Store) Append(ctx context.Context, log string, vals ...[]byte) (uint64,
 		})
 	} else {
 		err = s.db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.Bucket(bucketLog).CreateBucketIfNotExists([]byte(log))
-			if err != nil {
-				return err
-			}
-			for _, v := range vals {
-				if last, err = b.NextSequence(); err != nil {
-					return err
-				}
-				if err := b.Put(u64(last), clone(v)); err != nil {
-					return err
-				}
-			}
-			return nil
+			var err error
+			last, err = appendTx(tx, log, vals)
+			return err
 		})
 	}
 	if err != nil {
 		return 0, s.wrap(err, "append to %q", log)
+	}
+	return last, nil
+}
+
+// appendTx appends vals to log within tx and returns the last sequence.
+func appendTx(tx *bolt.Tx, log string, vals [][]byte) (uint64, error) {
+	b, err := tx.Bucket(bucketLog).CreateBucketIfNotExists([]byte(log))
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	for _, v := range vals {
+		if last, err = b.NextSequence(); err != nil {
+			return 0, err
+		}
+		if err := b.Put(u64(last), clone(v)); err != nil {
+			return 0, err
+		}
 	}
 	return last, nil
 }

@@ -103,6 +103,35 @@ func (s *Store) PutFenced(ctx context.Context, ns, key string, val []byte, lease
 	return nil
 }
 
+// AppendFenced implements store.Store.
+func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint64, vals ...[]byte) (uint64, error) {
+	if err := s.begin(ctx, "fenced append", "log", log); err != nil {
+		return 0, err
+	}
+	if lease == "" || len(vals) == 0 {
+		return 0, fmt.Errorf("boltstore: fenced append to %q: empty lease name or no values", log)
+	}
+	var last uint64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		r, ok, err := getLease(tx, lease)
+		if err != nil {
+			return err
+		}
+		if !ok || r.token != token || !r.live(time.Now().UnixNano()) {
+			return store.ErrFenced
+		}
+		last, err = appendTx(tx, log, vals)
+		return err
+	})
+	if errors.Is(err, store.ErrFenced) {
+		return 0, fmt.Errorf("boltstore: fenced append to %q with lease %q token %d: %w", log, lease, token, err)
+	}
+	if err != nil {
+		return 0, s.wrap(err, "fenced append to %q", log)
+	}
+	return last, nil
+}
+
 // AcquireLease implements store.Store.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
 	if err := s.begin(ctx, "acquire", "lease", name); err != nil {

@@ -93,6 +93,45 @@ redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1
 `)
 
+// fencedAppendScript: KEYS[1] lease hash, KEYS[2] log stream, KEYS[3] log
+// sequence; ARGV[1] token, ARGV[2..] values. Returns the last sequence
+// number, or -1 when fenced.
+var fencedAppendScript = redis.NewScript(nowMS + `
+local cur = redis.call('HMGET', KEYS[1], 'token', 'exp')
+if cur[1] ~= ARGV[1] or (tonumber(cur[2]) or 0) <= now_ms() then
+  return -1
+end
+local n = #ARGV - 1
+local last = redis.call('INCRBY', KEYS[3], n)
+for i = 1, n do
+  redis.call('XADD', KEYS[2], '0-' .. string.format('%d', last - n + i), 'v', ARGV[i + 1])
+end
+return last
+`)
+
+// AppendFenced implements store.Store.
+func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint64, vals ...[]byte) (uint64, error) {
+	if err := s.check(ctx, "fenced append", "log", log); err != nil {
+		return 0, err
+	}
+	if lease == "" || len(vals) == 0 {
+		return 0, fmt.Errorf("redisstore: fenced append to %q: empty lease name or no values", log)
+	}
+	args := make([]any, 0, len(vals)+1)
+	args = append(args, strconv.FormatUint(token, 10))
+	for _, v := range vals {
+		args = append(args, v)
+	}
+	last, err := fencedAppendScript.Run(ctx, s.rdb, []string{s.leaseKey(lease), s.logKey(log), s.logSeqKey(log)}, args...).Int64()
+	if err != nil {
+		return 0, s.wrap(err, "fenced append to %q", log)
+	}
+	if last < 0 {
+		return 0, fmt.Errorf("redisstore: fenced append to %q with lease %q token %d: %w", log, lease, token, store.ErrFenced)
+	}
+	return uint64(last), nil
+}
+
 func ttlMS(ttl time.Duration) (int64, error) {
 	if ttl < time.Millisecond {
 		return 0, fmt.Errorf("lease ttl %v is shorter than 1ms", ttl)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +260,37 @@ var fencedTests = []test{
 		wantErr(t, err, store.ErrFenced, "PutFenced after release")
 		_, err = s.Get(ctx, "ns", "k")
 		wantErr(t, err, store.ErrNotFound, "a fenced write wrote something")
+	}},
+	{"Append", func(t *testing.T, s store.Store) {
+		ctx := ctxT(t)
+		_, err := s.AppendFenced(ctx, "log", "L", 1, []byte("x"))
+		wantErr(t, err, store.ErrFenced, "AppendFenced without a lease")
+		a := acquire(t, s, "L", "a", ShortTTL)
+		seq, err := s.AppendFenced(ctx, "log", "L", a.Token, []byte("a1"), []byte("a2"))
+		must(t, err, "AppendFenced")
+		if seq != 2 {
+			t.Fatalf("AppendFenced returned %d, want 2", seq)
+		}
+		if seq, err := s.Append(ctx, "log", []byte("plain")); err != nil || seq != 3 {
+			t.Fatalf("Append after AppendFenced: %d %v, want 3: one sequence for both", seq, err)
+		}
+		b := takeOver(t, s, "L", "b", LongTTL)
+		_, err = s.AppendFenced(ctx, "log", "L", a.Token, []byte("late"))
+		wantErr(t, err, store.ErrFenced, "AppendFenced by the old holder after takeover")
+		seq, err = s.AppendFenced(ctx, "log", "L", b.Token, []byte("b1"))
+		must(t, err, "AppendFenced by the new holder")
+		if seq != 4 {
+			t.Fatalf("AppendFenced returned %d, want 4 (a refused append takes no number)", seq)
+		}
+		entries, err := s.ReadLog(ctx, "log", 0, 0)
+		must(t, err, "ReadLog")
+		var got []string
+		for _, e := range entries {
+			got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Value))
+		}
+		if want := "1:a1 2:a2 3:plain 4:b1"; strings.Join(got, " ") != want {
+			t.Fatalf("log %q, want %q", strings.Join(got, " "), want)
+		}
 	}},
 	{"AfterTakeover", func(t *testing.T, s store.Store) {
 		ctx := ctxT(t)
