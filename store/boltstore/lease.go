@@ -85,12 +85,8 @@ func (s *Store) PutFenced(ctx context.Context, ns, key string, val []byte, lease
 		return fmt.Errorf("boltstore: fenced put %q in %q: empty lease name", key, ns)
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r, ok, err := getLease(tx, lease)
-		if err != nil {
+		if err := checkFence(tx, lease, token); err != nil {
 			return err
-		}
-		if !ok || r.token != token || !r.live(time.Now().UnixNano()) {
-			return store.ErrFenced
 		}
 		return putRecord(tx, ns, key, val)
 	})
@@ -99,6 +95,18 @@ func (s *Store) PutFenced(ctx context.Context, ns, key string, val []byte, lease
 	}
 	if err != nil {
 		return s.wrap(err, "fenced put %q in %q", key, ns)
+	}
+	return nil
+}
+
+// checkFence returns store.ErrFenced unless lease is live with token.
+func checkFence(tx *bolt.Tx, lease string, token uint64) error {
+	r, ok, err := getLease(tx, lease)
+	if err != nil {
+		return err
+	}
+	if !ok || r.token != token || !r.live(time.Now().UnixNano()) {
+		return store.ErrFenced
 	}
 	return nil
 }
@@ -113,13 +121,10 @@ func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint6
 	}
 	var last uint64
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		r, ok, err := getLease(tx, lease)
-		if err != nil {
+		if err := checkFence(tx, lease, token); err != nil {
 			return err
 		}
-		if !ok || r.token != token || !r.live(time.Now().UnixNano()) {
-			return store.ErrFenced
-		}
+		var err error
 		last, err = appendTx(tx, log, vals)
 		return err
 	})
