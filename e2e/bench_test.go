@@ -212,6 +212,7 @@ func plainReplay(ctx context.Context, vgtid *binlogdatapb.VGtid, want int) (int,
 // decodes every event measures its JSON library, not the gateway).
 func pullReplay(ctx context.Context, g *gateway, stream, cursor string, want int) (int, error) {
 	n := 0
+	var buf bytes.Buffer // reused, as by the WebSocket consumers
 	for n < want {
 		q := url.Values{"cursor": {cursor}, "limit": {"10000"}, "wait": {"5s"}}
 		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
@@ -220,11 +221,13 @@ func pullReplay(ctx context.Context, g *gateway, stream, cursor string, want int
 		if err != nil {
 			return n, err
 		}
-		b, err := io.ReadAll(resp.Body)
+		buf.Reset()
+		_, err = buf.ReadFrom(resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			return n, err
 		}
+		b := buf.Bytes()
 		if resp.StatusCode != 200 {
 			return n, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 		}
