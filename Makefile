@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test unit e2e demo cluster-up cluster-down vet fuzz bench lint-api
+.PHONY: build test test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -26,9 +26,17 @@ vet:
 # Packages compile in parallel first; the tests then run one package at a
 # time, because the end-to-end tests and vtlocal's own (private) cluster
 # test would otherwise start two Vitess clusters at once on two cores.
-test: vet cluster-up
+test: vet cluster-up test-deps
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null
 	VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 25m ./...
+
+# The dashboard's end-to-end test drives headless Chromium (Debian package
+# chromium), installed here when missing and running as root.
+APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+test-deps:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
+		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
 
 # Unit tests only (no cluster needed).
 unit:
