@@ -98,6 +98,7 @@ func TestReplayThroughput(t *testing.T) {
 		{name: "gateway WebSocket", run: func() (int, error) { return wsReplay(ctx, g, stream, token, rows, false) }},
 		{name: "gateway WebSocket batch", run: func() (int, error) { return wsReplay(ctx, g, stream, token, rows, true) }},
 		{name: "gateway WebSocket raw", run: func() (int, error) { return wsRawReplay(ctx, g, stream, token, rows, false) }},
+		{name: "gateway SSE", run: func() (int, error) { return sseReplay(ctx, g, stream, token, rows) }},
 	}
 	var peakRSS int
 	stopRSS := sampleRSS(g, &peakRSS)
@@ -122,10 +123,10 @@ func TestReplayThroughput(t *testing.T) {
 		}
 	}
 	stopRSS()
-	plain, pull, ws, wsb, raw := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best
+	plain, pull, ws, wsb, raw, sse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best
 	t.Logf("RESULT %s", layout)
-	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) ws-batch=%.0f rows/s (%.2fx) ws-raw-client=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
-		rows, plain, pull, pull/plain, ws, ws/plain, wsb, wsb/plain, raw, raw/plain, idleRSS, peakRSS)
+	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) ws-batch=%.0f rows/s (%.2fx) ws-raw-client=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
+		rows, plain, pull, pull/plain, ws, ws/plain, wsb, wsb/plain, raw, raw/plain, sse, sse/plain, idleRSS, peakRSS)
 }
 
 func measure(t *testing.T, name string, want int, f func() (int, error)) float64 {
@@ -233,6 +234,35 @@ func pullReplay(ctx context.Context, g *gateway, stream, cursor string, want int
 		}
 		n += bytes.Count(b, []byte{'\n'})
 		cursor = resp.Header.Get("Vsg-Next-Cursor")
+	}
+	return n, nil
+}
+
+// sseReplay reads the event stream as a plain HTTP client would, counting
+// change events.
+func sseReplay(ctx context.Context, g *gateway, stream, cursor string, want int) (int, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, "GET", g.url+"/v1/streams/"+stream+"/sse?cursor="+url.QueryEscape(cursor), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	br := bufio.NewReaderSize(resp.Body, 1<<16)
+	change := []byte("event: change\n")
+	n := 0
+	for n < want {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return n, err
+		}
+		if bytes.Equal(line, change) {
+			n++
+		}
 	}
 	return n, nil
 }
