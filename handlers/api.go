@@ -45,7 +45,7 @@ func DefaultLimits() Limits {
 		MaxWait:       60 * time.Second,
 		FirstWait:     2 * time.Second,
 		WSQueue:       4096,
-		WSQueueBytes:  8 << 20,
+		WSQueueBytes:  4 << 20,
 		WSSlowAfter:   5 * time.Second,
 		WSReadLimit:   4 << 10,
 		KeepAlive:     15 * time.Second,

@@ -120,7 +120,7 @@ func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbe
 func WithQueue(n int) Option { return func(o *options) { o.queueTxns = n } }
 
 // WithReadAhead bounds, in bytes of encoded events, what a reader buffers
-// ahead of its consumer (default 8 MiB), whatever the transaction count.
+// ahead of its consumer (default 4 MiB), whatever the transaction count.
 func WithReadAhead(bytes int) Option { return func(o *options) { o.readAhead = bytes } }
 
 // WithMaxRetryWait bounds the backoff between reconnect attempts.
@@ -133,7 +133,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		tabletType:   topodatapb.TabletType_PRIMARY,
 		heartbeat:    time.Second,
 		queueTxns:    512,
-		readAhead:    8 << 20,
+		readAhead:    4 << 20,
 		maxRetryWait: 5 * time.Second,
 	}
 	for _, opt := range opts {
