@@ -45,6 +45,7 @@ type Verifier struct {
 	secrets jwt.VerificationKeySet
 	jwks    keyfunc.Keyfunc
 	parser  *jwt.Parser
+	cache   *verifiedCache // nil: every token is verified every time
 }
 
 type config struct {
@@ -60,6 +61,8 @@ type config struct {
 	httpClient  *http.Client
 	httpTimeout time.Duration
 	log         *slog.Logger
+	cacheSize   int
+	cacheTTL    time.Duration
 }
 
 // Option configures a Verifier.
@@ -97,6 +100,12 @@ func WithJWKSRefresh(interval, unknownKID time.Duration) Option {
 	return func(c *config) { c.refresh, c.unknownKID = interval, unknownKID }
 }
 
+// WithCache sets how many verified tokens are remembered and for how long
+// at most (default 4096 for 1 minute); size 0 turns the cache off.
+func WithCache(size int, ttl time.Duration) Option {
+	return func(c *config) { c.cacheSize, c.cacheTTL = size, ttl }
+}
+
 // WithLogger sets where JWKS refresh failures are logged.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -106,7 +115,8 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.httpCli
 // New returns a verifier. ctx bounds the JWKS refresh goroutine. At least
 // one key source (secrets or a JWKS) is required.
 func New(ctx context.Context, opts ...Option) (*Verifier, error) {
-	c := config{leeway: 30 * time.Second, now: time.Now, refresh: time.Hour, unknownKID: 30 * time.Second, httpTimeout: 10 * time.Second, log: slog.Default()}
+	c := config{leeway: 30 * time.Second, now: time.Now, refresh: time.Hour, unknownKID: 30 * time.Second, httpTimeout: 10 * time.Second, log: slog.Default(),
+		cacheSize: 4096, cacheTTL: time.Minute}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -141,6 +151,9 @@ func New(ctx context.Context, opts ...Option) (*Verifier, error) {
 		popts = append(popts, jwt.WithIssuer(c.issuer))
 	}
 	v.parser = jwt.NewParser(popts...)
+	if c.cacheSize > 0 && c.cacheTTL > 0 {
+		v.cache = newVerifiedCache(c.cacheSize, c.cacheTTL, c.now)
+	}
 	return v, nil
 }
 
@@ -176,8 +189,19 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Principal, error) {
 	if raw == "" {
 		return nil, &Error{Reason: ReasonMissing, Err: ErrNoToken}
 	}
+	if v.cache != nil {
+		if e, ok := v.cache.get(raw); ok {
+			if e.kid == "" {
+				return e.p, nil
+			}
+			if _, err := v.jwks.Storage().KeyRead(ctx, e.kid); err == nil {
+				return e.p, nil
+			}
+			v.cache.drop(raw) // the key left the set: verify again, and fail
+		}
+	}
 	claims := &Claims{}
-	_, err := v.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+	tok, err := v.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
 		alg := t.Method.Alg()
 		switch {
 		case hmacAlgs[alg] && len(v.secrets.Keys) > 0:
@@ -194,6 +218,16 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (*Principal, error) {
 	p, err := principal(claims)
 	if err != nil {
 		return nil, &Error{Reason: ReasonClaims, Err: err}
+	}
+	if v.cache != nil {
+		kid := ""
+		if asymmetricAlgs[tok.Method.Alg()] {
+			kid, _ = tok.Header["kid"].(string)
+			if kid == "" || v.jwks.Storage() == nil {
+				return p, nil // no key to re-check on a hit: not cached
+			}
+		}
+		v.cache.put(raw, p, kid)
 	}
 	return p, nil
 }

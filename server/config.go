@@ -38,6 +38,8 @@ type Config struct {
 	JWTAudience    string
 	JWTIssuer      string
 	JWTLeeway      time.Duration
+	JWTCacheSize   int
+	JWTCacheTTL    time.Duration
 	InsecureNoAuth bool
 	MetricsAuth    bool
 	CORSOrigins    []string
@@ -103,6 +105,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.JWTAudience, "jwt-audience", "", "required aud claim (unchecked when empty)")
 	d.str(&c.JWTIssuer, "jwt-issuer", "", "required iss claim (unchecked when empty)")
 	d.dur(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on exp, nbf and iat")
+	d.integer(&c.JWTCacheSize, "jwt-cache-size", 4096, "verified tokens remembered (a repeated token skips the signature check); 0: none")
+	d.dur(&c.JWTCacheTTL, "jwt-cache-ttl", time.Minute, "longest a verified token is remembered (never past its exp; a JWKS key's withdrawal still applies at once)")
 	d.boolean(&c.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication (local demo only)")
 	d.boolean(&c.MetricsAuth, "metrics-auth", false, "require a token with the admin or metrics scope for /metrics")
 	d.list(&c.CORSOrigins, "cors-origins", "origins allowed to call the API from a browser and open WebSockets (comma-separated or repeated; * for any)")
@@ -191,6 +195,8 @@ func (c *Config) validate() error {
 		return configErr("--ws-queue and --ws-queue-bytes must be positive")
 	case c.ReadAhead < 1:
 		return configErr("--read-ahead must be positive")
+	case c.JWTCacheSize < 0 || c.JWTCacheTTL < 0:
+		return configErr("--jwt-cache-size and --jwt-cache-ttl must not be negative")
 	case c.MaxLimit < 1 || c.DefaultLimit < 1 || c.DefaultLimit > c.MaxLimit:
 		return configErr("--default-limit and --max-limit must be positive, default ≤ max")
 	case c.MaxWait < 0:

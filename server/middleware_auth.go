@@ -31,7 +31,7 @@ func newAuthenticator(ctx context.Context, cfg *Config, log *slog.Logger) (*Auth
 		log.Warn("AUTHENTICATION IS OFF (--insecure-no-auth): anyone who can reach this port can read every stream and use the admin API. Use it for a local demo only.")
 		return a, nil
 	}
-	opts := []auth.Option{auth.WithLeeway(cfg.JWTLeeway), auth.WithLogger(log)}
+	opts := []auth.Option{auth.WithLeeway(cfg.JWTLeeway), auth.WithLogger(log), auth.WithCache(cfg.JWTCacheSize, cfg.JWTCacheTTL)}
 	for _, s := range cfg.JWTSecrets {
 		opts = append(opts, auth.WithHMACSecrets([]byte(s)))
 	}
