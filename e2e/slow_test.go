@@ -24,6 +24,9 @@ func TestWSSlowConsumer(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// One shard: rows are checked in commit order, and a multi-row insert
+	// is one transaction.
+	freshCluster(t, ctx)
 	g := startGateway(t, append(withDataDir(t), "--ws-queue-bytes", "65536", "--ws-slow-after", "300ms")...)
 	stream := fmt.Sprintf("slow-%d", time.Now().UnixNano()%1e6)
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})

@@ -36,6 +36,9 @@ func TestTransactionBoundaries(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// One shard: rows are checked in commit order, and a multi-row insert
+	// is one transaction.
+	freshCluster(t, ctx)
 	g := startGateway(t, withDataDir(t)...)
 	stream := uniqueName("txn")
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
