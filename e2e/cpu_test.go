@@ -12,43 +12,50 @@ import (
 	"testing"
 )
 
-// cpuTicks returns the CPU time (user+system, in clock ticks of 10 ms) used
-// so far by each process of the cluster, the gateway and the test itself,
-// keyed by command name. Benchmarks report the difference across a run:
-// on a machine shared by the cluster and the gateway, whoever burns the
-// CPU sets the pace.
-func cpuTicks() map[string]int {
-	out := map[string]int{}
-	self := os.Getpid()
+// pidsByCommand lists the running processes whose command name is one of
+// names.
+func pidsByCommand(names ...string) map[string][]int {
+	out := map[string][]int{}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
-		pid, _ := strconv.Atoi(filepath.Base(d))
 		comm, err := os.ReadFile(d + "/comm")
 		if err != nil {
 			continue
 		}
-		name := strings.TrimSpace(string(comm))
-		switch {
-		case pid == self:
-			name = "client"
-		case name == "vtgate", name == "vttablet", name == "mariadbd", name == "mysqld", name == "vstream-gateway":
-		default:
-			continue
+		if name := strings.TrimSpace(string(comm)); slices.Contains(names, name) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			out[name] = append(out[name], pid)
 		}
-		stat, err := os.ReadFile(d + "/stat")
-		if err != nil {
-			continue
+	}
+	return out
+}
+
+// cpuTicks returns the CPU time (user+system, in clock ticks of 10 ms) used
+// so far by each process of the cluster, the gateway and the test itself
+// ("client"), keyed by command name. Benchmarks report the difference
+// across a run: on a machine shared by the cluster and the gateway,
+// whoever burns the CPU sets the pace.
+func cpuTicks() map[string]int {
+	procs := pidsByCommand("vtgate", "vttablet", "mariadbd", "mysqld", "vstream-gateway")
+	procs["client"] = []int{os.Getpid()}
+	out := map[string]int{}
+	for name, pids := range procs {
+		for _, pid := range pids {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			// Fields after the parenthesised command: state is field 3;
+			// utime and stime are fields 14 and 15.
+			s := string(stat)
+			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			if len(f) < 13 {
+				continue
+			}
+			u, _ := strconv.Atoi(f[11])
+			st, _ := strconv.Atoi(f[12])
+			out[name] += u + st
 		}
-		// Fields after the parenthesised command: state is field 3;
-		// utime and stime are fields 14 and 15.
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.Atoi(f[11])
-		st, _ := strconv.Atoi(f[12])
-		out[name] += u + st
 	}
 	return out
 }
@@ -102,19 +109,7 @@ func splitCPUs(t *testing.T) string {
 			others = append(others, strconv.Itoa(c))
 		}
 	}
-	pids := map[string][]int{}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		comm, err := os.ReadFile(d + "/comm")
-		if err != nil {
-			continue
-		}
-		name := strings.TrimSpace(string(comm))
-		if slices.Contains(clusterCommands, name) {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			pids[name] = append(pids[name], pid)
-		}
-	}
+	pids := pidsByCommand(clusterCommands...)
 	pin := func(list string) {
 		for name, ps := range pids {
 			for _, pid := range ps {

@@ -92,13 +92,13 @@ func (a *API) DeleteStream(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	// Cursors of a deleted stream must not be resumed by a new stream that
-	// reuses the name.
 	if a.StreamDeleted != nil {
 		if err := a.StreamDeleted(r.Context(), name); err != nil {
 			a.Log.Warn("deleting the webhooks of a deleted stream failed", "stream", name, "err", err)
 		}
 	}
+	// Cursors of a deleted stream must not be resumed by a new stream that
+	// reuses the name.
 	if err := a.Cursors.DeleteAll(r.Context(), name); err != nil {
 		a.Log.Warn("deleting the subscribers of a deleted stream failed", "stream", name, "err", err)
 	}

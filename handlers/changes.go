@@ -84,13 +84,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	}
 	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 	page := getPage()
-	defer putPage(page)
 	b := &batch{buf: *page}
+	defer func() { *page = b.buf; putPage(page) }() // b.buf may have grown
 	if !ndjson {
 		b.buf = append(b.buf, `{"events":[`...)
 	}
 	err = a.collect(ctx, s, b, limit, wait, ndjson)
-	*page = b.buf
 	if err != nil {
 		s.Close()
 		WriteError(w, a.Log, streamError(err))
@@ -116,7 +115,6 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	b.buf = append(b.buf, `","up_to_date":`...)
 	b.buf = strconv.AppendBool(b.buf, b.upToDate)
 	b.buf = append(b.buf, "}\n"...)
-	*page = b.buf
 	h.Set("Content-Length", strconv.Itoa(len(b.buf)))
 	w.Write(b.buf)
 }

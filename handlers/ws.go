@@ -251,7 +251,7 @@ func (a *API) finalClose(c *websocket.Conn, req closeReq, cursor *string) {
 		msg["cursor"] = *cursor
 	}
 	b, _ := json.Marshal(msg)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
 	defer cancel()
 	c.Write(ctx, websocket.MessageText, b)
 	c.Close(req.code, req.reason)
