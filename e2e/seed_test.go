@@ -22,17 +22,10 @@ func freshCluster(t *testing.T, ctx context.Context) {
 	for _, ks := range st.Keyspaces {
 		if ks.Name == "customer" && (len(ks.Shards) != 1 || ks.Shards[0].Name != "0") {
 			t.Log("customer was resharded by an earlier run: recreating the cluster")
-			var err error
-			for attempt := 0; attempt < 2; attempt++ {
-				if err = cluster.Down(ctx); err != nil {
-					continue
-				}
-				if err = cluster.Up(ctx); err == nil {
-					break
-				}
-				t.Logf("cluster up failed, trying once more: %v", err)
+			if err := cluster.Down(ctx); err != nil {
+				t.Fatal(err)
 			}
-			if err != nil {
+			if err := cluster.Up(ctx); err != nil {
 				t.Fatal(err)
 			}
 			// Journals, subscribers and watcher positions of the old

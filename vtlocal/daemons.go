@@ -135,22 +135,16 @@ func (c *Cluster) daemonPid(d daemon) int {
 	return 0
 }
 
+// reclaimDaemon adopts or stops leftover instances of a singleton daemon of
+// this cluster (see reclaim) and returns its live pid, or 0.
+func (c *Cluster) reclaimDaemon(ctx context.Context, d daemon) int {
+	return c.reclaim(ctx, d.name, "", c.pidFile(d.name))
+}
+
 // startEtcd starts etcd (the distribution's, as the Vitess examples do) and
 // registers the cell.
 func (c *Cluster) startEtcd(ctx context.Context) error {
-	// etcd has been seen to exit at once, before logging anything, when
-	// started right after another cluster's teardown; one more try has
-	// always started it.
-	err := c.startEtcdOnce(ctx)
-	if err != nil && strings.Contains(err.Error(), "etcd exited") {
-		c.log.Warn("etcd exited at start; trying once more", "err", err)
-		err = c.startEtcdOnce(ctx)
-	}
-	return err
-}
-
-func (c *Cluster) startEtcdOnce(ctx context.Context) error {
-	if c.daemonPid(etcdD) == 0 {
+	if c.reclaimDaemon(ctx, etcdD) == 0 {
 		if code, _, err := httpGet(ctx, fmt.Sprintf("http://localhost:%d/health", c.port(EtcdClientPort))); err == nil {
 			return fmt.Errorf("something not started by vtlocal already answers on port %d (HTTP %d); stop it first", c.port(EtcdClientPort), code)
 		}
@@ -195,7 +189,7 @@ func (c *Cluster) startEtcdOnce(ctx context.Context) error {
 }
 
 func (c *Cluster) startVtctld(ctx context.Context) error {
-	if c.daemonPid(vtctldD) == 0 {
+	if c.reclaimDaemon(ctx, vtctldD) == 0 {
 		c.log.Info("starting vtctld", "web", c.port(VtctldWebPort), "grpc", c.port(VtctldGRPCPort))
 		args := append(c.TopoFlags(),
 			"--config-file-not-found-handling=ignore",
@@ -225,7 +219,7 @@ func (c *Cluster) startVtctld(ctx context.Context) error {
 }
 
 func (c *Cluster) startVtgate(ctx context.Context) error {
-	if c.daemonPid(vtgateD) != 0 {
+	if c.reclaimDaemon(ctx, vtgateD) != 0 {
 		return nil
 	}
 	c.log.Info("starting vtgate", "web", c.port(VtgateWebPort), "grpc", c.port(VtgateGRPCPort), "mysql", c.MySQLAddr())

@@ -155,9 +155,7 @@ func (c *Cluster) startDaemon(ctx context.Context, name, logPath, pidPath string
 		return 0, fmt.Errorf("start %s: %w", name, err)
 	}
 	pid := cmd.Process.Pid
-	// Reap the child if it exits while we live (tests are long-lived), so a
-	// dead daemon does not linger as a zombie that still looks alive.
-	go func() { _ = cmd.Wait() }()
+	trackChild(cmd.Wait, pid)
 	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return pid, err
 	}
@@ -173,28 +171,6 @@ func readPid(path string) int {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
-}
-
-// pidAlive reports whether pid is a live (non-zombie) process whose command
-// line contains want; the check on the command line guards against a
-// recycled pid after a reboot or a long-gone cluster.
-func pidAlive(pid int, want string) bool {
-	if pid <= 0 {
-		return false
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte(want)) {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name: "pid (comm) S ...".
-	if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
-	}
-	return true
 }
 
 // stopPid sends SIGTERM, waits up to grace for the process to exit, then
@@ -241,7 +217,9 @@ func pidsMentioning(s string) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		if pidAlive(pid, s) {
+		// No patience: a scan must not wait on every process that is
+		// between fork and exec; none of those is a cluster daemon yet.
+		if procAlive(pid, s, 0) {
 			pids = append(pids, pid)
 		}
 	}

@@ -146,6 +146,12 @@ func (c *Cluster) startMySQL(ctx context.Context, r TabletRecord) error {
 		return nil
 	}
 	dir := c.tabletDir(r.UID)
+	// A mysqld_safe or mariadbd of this tablet without a live pid file (a
+	// run killed half-way) would hold the port and the data directory.
+	for _, pid := range pidsMentioning(dir + "/") {
+		c.log.Warn("stopping a leftover mysqld process of this tablet", "uid", r.UID, "pid", pid)
+		_ = stopPid(ctx, pid, dir, 10*time.Second)
+	}
 	logPath := c.logFile(fmt.Sprintf("mysqlctl_%d", r.UID))
 	common := []string{"--config-file-not-found-handling=ignore", "--log-format", "text",
 		"--tablet-uid", strconv.Itoa(r.UID), "--mysql-port", strconv.Itoa(c.tabletMySQLPort(r.UID))}
@@ -172,7 +178,7 @@ func (c *Cluster) startMySQL(ctx context.Context, r TabletRecord) error {
 // startVttablet starts the tablet's vttablet (if not running) and waits
 // until it answers on its web port and is registered in the topology.
 func (c *Cluster) startVttablet(ctx context.Context, r TabletRecord) error {
-	if !c.vttabletAlive(r.UID) {
+	if c.reclaim(ctx, "vttablet", "\x00--tablet-path\x00"+r.Alias()+"\x00", c.vttabletPidFile(r.UID)) == 0 {
 		c.log.Info("starting vttablet", "alias", r.Alias(), "keyspace", r.Keyspace, "shard", r.Shard, "port", c.tabletWebPort(r.UID))
 		args := append(c.TopoFlags(),
 			"--config-file-not-found-handling=ignore",

@@ -273,6 +273,11 @@ func (c *Cluster) Down(ctx context.Context) error {
 		c.log.Warn("stopping leftover process", "pid", pid)
 		errs = append(errs, stopPid(ctx, pid, c.dataRoot+"/", 10*time.Second))
 	}
+	// vtgate's arguments do not name the data root; its environment does.
+	for _, pid := range c.ownProcesses("", "") {
+		c.log.Warn("stopping leftover process", "pid", pid)
+		errs = append(errs, stopPid(ctx, pid, "", 10*time.Second))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stopping the cluster (data root kept): %w", err)
 	}
