@@ -115,17 +115,3 @@ func messageID(webhookID string, start, end *binlogdatapb.VGtid) string {
 	h.Write(b)
 	return "msg_" + strings.ToLower(idEncoding.EncodeToString(h.Sum(nil)[:16]))
 }
-
-// concrete reports whether a position names a real GTID for every shard
-// (rather than "current" or an unexpanded keyspace).
-func concrete(v *binlogdatapb.VGtid) bool {
-	if v == nil || len(v.ShardGtids) == 0 {
-		return false
-	}
-	for _, sg := range v.ShardGtids {
-		if sg.Shard == "" || sg.Gtid == "" || sg.Gtid == "current" {
-			return false
-		}
-	}
-	return true
-}

@@ -254,7 +254,7 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 // ackIdle stores the position of transactions the filter dropped, so an
 // idle webhook's cursor keeps up with the binlog.
 func (ss *session) ackIdle(ctx context.Context) error {
-	if ss.target != nil || !concrete(ss.pos) || position.Of(ss.pos).Identical(position.Of(ss.start)) {
+	if ss.target != nil || !position.Of(ss.pos).Concrete() || position.Of(ss.pos).Identical(position.Of(ss.start)) {
 		return nil
 	}
 	if err := ss.d.ack(ctx, ss.pos); err != nil {

@@ -240,7 +240,7 @@ func (s *Service) pin(ctx context.Context, def *streams.Definition) (*binlogdata
 		if err != nil {
 			return nil, err
 		}
-		if !d.Heartbeat && concrete(d.VGtid) {
+		if !d.Heartbeat && position.Of(d.VGtid).Concrete() {
 			return d.VGtid, nil
 		}
 	}
