@@ -31,8 +31,9 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
 const (
@@ -126,7 +127,7 @@ func (c *Codec) Encode(ctx context.Context, stream string, vgtid *binlogdatapb.V
 	if vgtid == nil || len(vgtid.ShardGtids) == 0 {
 		return "", errors.New("cursor: cannot encode an empty VGtid")
 	}
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(vgtid)
+	raw, err := position.Of(vgtid).Marshal()
 	if err != nil {
 		return "", fmt.Errorf("cursor: marshal VGtid: %w", err)
 	}
@@ -196,10 +197,15 @@ func (c *Codec) Decode(ctx context.Context, stream, token string) (*binlogdatapb
 	default:
 		return nil, invalid(fmt.Sprintf("unknown token kind %q", kind))
 	}
-	vgtid := &binlogdatapb.VGtid{}
-	if err := proto.Unmarshal(raw, vgtid); err != nil {
+	pos, err := position.Unmarshal(raw)
+	if err != nil {
+		var pe *position.Error
+		if errors.As(err, &pe) && pe.Err != nil {
+			err = pe.Err // the reason already says "corrupt position"
+		}
 		return nil, &Error{Reason: "corrupt position", Err: err}
 	}
+	vgtid := pos.VGtid()
 	if err := Validate(vgtid); err != nil {
 		return nil, err
 	}

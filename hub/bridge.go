@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -50,11 +50,11 @@ func bridgeNS(keyspace string) string { return "bridges/" + keyspace }
 // bridge if it has any, else its acked position.
 func effectivePosition(st *SubscriberState) (*binlogdatapb.VGtid, error) {
 	if n := len(st.Bridges); n > 0 {
-		v := &binlogdatapb.VGtid{}
-		if err := proto.Unmarshal(st.Bridges[n-1].After, v); err != nil {
+		p, err := position.Unmarshal(st.Bridges[n-1].After)
+		if err != nil {
 			return nil, err
 		}
-		return v, nil
+		return p.VGtid(), nil
 	}
 	return st.VGtid, nil
 }
@@ -78,7 +78,7 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 			return status, nil
 		}
 	}
-	if !reshard.Behind(from, j) {
+	if !reshard.BehindCutover(from, j) {
 		status.State = "not_needed"
 		return status, nil
 	}
@@ -94,15 +94,15 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		h.st.DeleteLog(context.WithoutCancel(ctx), log)
 		return status, err
 	}
-	fromRaw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(from)
-	afterRaw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(after)
+	fromRaw, _ := position.Of(from).Marshal()
+	afterRaw, _ := position.Of(after).Marshal()
 	// Re-read: the subscriber may have come back and acked meanwhile. If
 	// it moved, it is crossing the cutover itself and needs no bridge.
 	cur, err := h.cursors.Get(ctx, def.Name, sub)
 	if err != nil {
 		return status, err
 	}
-	if !proto.Equal(cur.VGtid, st.VGtid) || len(cur.Bridges) != len(st.Bridges) {
+	if !position.Of(cur.VGtid).Identical(position.Of(st.VGtid)) || len(cur.Bridges) != len(st.Bridges) {
 		status.State = "not_needed"
 		h.saveBridgeStatus(ctx, def.Keyspace, status)
 		h.st.DeleteLog(ctx, log)
@@ -191,7 +191,7 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	return reshard.Apply(last, j), nil
+	return j.Apply(position.Of(last)).VGtid(), nil
 }
 
 func (h *Hub) saveBridgeStatus(ctx context.Context, keyspace string, s *BridgeStatus) {
@@ -258,7 +258,7 @@ func (h *Hub) NeedsOldShards(s *SubscriberState, j *reshard.Journal) (bool, stri
 	if err != nil {
 		return true, "unreadable subscriber state"
 	}
-	if reshard.Behind(pos, j) {
+	if reshard.BehindCutover(pos, j) {
 		return true, "cursor is behind the cutover on the old shards and not bridged"
 	}
 	return false, ""

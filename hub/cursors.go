@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-	"vitess.io/vitess/go/mysql/replication"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
 
@@ -47,7 +46,7 @@ type Bridge struct {
 
 // put writes a subscriber state.
 func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) error {
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(s.VGtid)
+	raw, err := position.Of(s.VGtid).Marshal()
 	if err != nil {
 		return err
 	}
@@ -79,10 +78,11 @@ func decodeState(sub string, b []byte) (*SubscriberState, error) {
 		return nil, fmt.Errorf("subscriber %s: corrupt state: %w", sub, err)
 	}
 	s.Name = sub
-	s.VGtid = &binlogdatapb.VGtid{}
-	if err := proto.Unmarshal(s.RawPos, s.VGtid); err != nil {
-		return nil, fmt.Errorf("subscriber %s: corrupt position: %w", sub, err)
+	pos, err := position.Unmarshal(s.RawPos)
+	if err != nil {
+		return nil, fmt.Errorf("subscriber %s: %w", sub, err)
 	}
+	s.VGtid = pos.VGtid()
 	return s, nil
 }
 
@@ -92,7 +92,7 @@ func decodeState(sub string, b []byte) (*SubscriberState, error) {
 func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, error) {
 	st := &SubscriberState{Name: sub}
 	if old, err := c.Get(ctx, stream, sub); err == nil {
-		if Behind(pos, old.VGtid) {
+		if position.Of(pos).Compare(position.Of(old.VGtid)) == position.Before {
 			return old.VGtid, nil
 		}
 		st.Bridges = old.Bridges // still needed until acked past (see plan)
@@ -112,7 +112,7 @@ func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb
 func (c *Cursors) AckFenced(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid, lease string, token uint64) error {
 	st := &SubscriberState{Name: sub}
 	if old, err := c.Get(ctx, stream, sub); err == nil {
-		if Behind(pos, old.VGtid) {
+		if position.Of(pos).Compare(position.Of(old.VGtid)) == position.Before {
 			return nil
 		}
 		st.Bridges = old.Bridges
@@ -120,7 +120,7 @@ func (c *Cursors) AckFenced(ctx context.Context, stream, sub string, pos *binlog
 		return err
 	}
 	st.VGtid, st.AckedAt = pos, time.Now().UTC()
-	raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(pos)
+	raw, err := position.Of(pos).Marshal()
 	if err != nil {
 		return err
 	}
@@ -152,39 +152,6 @@ func (c *Cursors) List(ctx context.Context, stream string) ([]*SubscriberState, 
 // Delete forgets a subscriber.
 func (c *Cursors) Delete(ctx context.Context, stream, sub string) error {
 	return c.st.Delete(ctx, cursorNS(stream), sub)
-}
-
-// Behind reports whether a is strictly behind b: both name the same shards,
-// a is at or before b on each, and before on at least one. Positions of
-// different shard sets are not comparable and never "behind". GTID
-// positions are compared with Vitess's replication package, never as text.
-func Behind(a, b *binlogdatapb.VGtid) bool {
-	if len(a.GetShardGtids()) == 0 || len(a.ShardGtids) != len(b.GetShardGtids()) {
-		return false
-	}
-	bm := make(map[string]*binlogdatapb.ShardGtid, len(b.ShardGtids))
-	for _, sg := range b.ShardGtids {
-		bm[sg.Keyspace+"/"+sg.Shard] = sg
-	}
-	strictly := false
-	for _, sa := range a.ShardGtids {
-		sb, ok := bm[sa.Keyspace+"/"+sa.Shard]
-		if !ok || len(sa.TablePKs) > 0 || len(sb.TablePKs) > 0 {
-			return false
-		}
-		pa, err1 := replication.DecodePosition(sa.Gtid)
-		pb, err2 := replication.DecodePosition(sb.Gtid)
-		if err1 != nil || err2 != nil || pa.IsZero() || pb.IsZero() {
-			return false
-		}
-		if !pb.AtLeast(pa) {
-			return false // a is ahead on this shard
-		}
-		if !pa.AtLeast(pb) {
-			strictly = true
-		}
-	}
-	return strictly
 }
 
 // DeleteAll forgets every subscriber of stream (the stream was deleted).

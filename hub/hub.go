@@ -18,6 +18,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/cursor"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -110,6 +111,7 @@ func StartPosition(def *streams.Definition) *binlogdatapb.VGtid {
 }
 
 func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid, token string, src txnSource) *Subscription {
+	start := position.Of(from)
 	return &Subscription{
 		hub:   h,
 		def:   def,
@@ -117,8 +119,8 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 		pos:   from,
 		token: token,
 		// A reader that starts at "now" is at the live end by definition.
-		caughtUp: !concrete(from) && !copying(from),
-		snapshot: copying(from),
+		caughtUp: !start.Concrete() && !start.Copying(),
+		snapshot: start.Copying(),
 	}
 }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -37,7 +37,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 	var srcs []txnSource
 	live := pos
 	outcome := reshard.Passthrough
-	if isNow(pos) {
+	if position.Of(pos).AtOpen() {
 		if cur, ok := h.src.(currentPositioner); ok {
 			p, err := cur.Current(ctx, def.Keyspace)
 			if err != nil {
@@ -60,7 +60,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			outcome = reshard.Bridged
 		}
 	}
-	if h.rebuilder != nil && concrete(live) {
+	if h.rebuilder != nil && position.Of(live).Concrete() {
 		d, err := h.decide(ctx, def, live)
 		if err != nil {
 			return nil, err
@@ -144,18 +144,20 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 	var after *binlogdatapb.VGtid
 	started := false
 	keep := 0
+	at := position.Of(pos)
 	for i, b := range st.Bridges {
-		from, to := &binlogdatapb.VGtid{}, &binlogdatapb.VGtid{}
-		if err := proto.Unmarshal(b.From, from); err != nil {
+		from, err := position.Unmarshal(b.From)
+		if err != nil {
 			return nil, nil, err
 		}
-		if err := proto.Unmarshal(b.After, to); err != nil {
+		to, err := position.Unmarshal(b.After)
+		if err != nil {
 			return nil, nil, err
 		}
 		switch {
 		case started:
 			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
-		case proto.Equal(pos, from) || Behind(from, pos):
+		case at.Identical(from) || from.Compare(at) == position.Before:
 			// At or after the bridge's start on its shards: resume after
 			// the last spooled transaction pos has seen. pos need not be a
 			// spool entry: transactions the filter dropped have positions
@@ -166,12 +168,12 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 			}
 			started, keep = true, i
 			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, after: seq})
-		case Behind(pos, from):
+		case at.Compare(from) == position.Before:
 			return nil, nil, nil
 		}
-		after = to
+		after = to.VGtid()
 	}
-	acked := proto.Equal(pos, st.VGtid)
+	acked := at.Identical(position.Of(st.VGtid))
 	if !started {
 		// Past every spool (or at a bridge's After): free them once acked.
 		if acked {
@@ -199,7 +201,7 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 			if err != nil {
 				return 0, err
 			}
-			if Behind(pos, t.VGtid) {
+			if position.Of(pos).Compare(position.Of(t.VGtid)) == position.Before {
 				return seen, nil
 			}
 			seen, after = e.Seq, e.Seq
@@ -227,13 +229,4 @@ func (h *Hub) freeBridges(ctx context.Context, def *streams.Definition, st *Subs
 // currentPositioner resolves "now" into real positions (source.Client).
 type currentPositioner interface {
 	Current(ctx context.Context, keyspace string) (*binlogdatapb.VGtid, error)
-}
-
-func isNow(v *binlogdatapb.VGtid) bool {
-	for _, sg := range v.GetShardGtids() {
-		if sg.Gtid == "current" {
-			return true
-		}
-	}
-	return false
 }

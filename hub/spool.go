@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/proto"
-	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
-
 	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -33,7 +31,7 @@ type spoolEvent struct {
 }
 
 func encodeSpoolEntry(t *source.Txn) ([]byte, error) {
-	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(t.VGtid)
+	v, err := position.Of(t.VGtid).Marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +48,11 @@ func decodeSpoolEntry(b []byte) (*source.Txn, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, err
 	}
-	v := &binlogdatapb.VGtid{}
-	if err := proto.Unmarshal(e.V, v); err != nil {
+	v, err := position.Unmarshal(e.V)
+	if err != nil {
 		return nil, err
 	}
-	t := &source.Txn{VGtid: v, CommitTS: e.TS, Events: make([]event.Event, len(e.E))}
+	t := &source.Txn{VGtid: v.VGtid(), CommitTS: e.TS, Events: make([]event.Event, len(e.E))}
 	for i, se := range e.E {
 		j := []byte(se.J)
 		if len(j) == 0 || j[len(j)-1] != '}' {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -48,16 +49,8 @@ const caughtUpLag = 2
 
 // CaughtUp reports whether the subscription has reached the live end of
 // the stream (as far as the last delivery tells).
-func (s *Subscription) CaughtUp() bool { return s.caughtUp && !s.snapshot && !copying(s.pos) }
-
-// copying reports whether a position is inside a copy phase.
-func copying(v *binlogdatapb.VGtid) bool {
-	for _, sg := range v.GetShardGtids() {
-		if sg.Gtid == "" || len(sg.TablePKs) > 0 {
-			return true
-		}
-	}
-	return false
+func (s *Subscription) CaughtUp() bool {
+	return s.caughtUp && !s.snapshot && !position.Of(s.pos).Copying()
 }
 
 // Fresh reports whether nothing has been delivered yet.
@@ -77,7 +70,7 @@ func (s *Subscription) Cursor(ctx context.Context) (string, error) {
 	if s.token != "" {
 		return s.token, nil
 	}
-	if !concrete(s.pos) {
+	if !position.Of(s.pos).Concrete() {
 		return "", nil
 	}
 	t, err := s.hub.Token(ctx, s.def, s.pos)
@@ -86,20 +79,6 @@ func (s *Subscription) Cursor(ctx context.Context) (string, error) {
 	}
 	s.token = t
 	return t, nil
-}
-
-// concrete reports whether a position names real GTIDs for every shard
-// (rather than "current" or an unexpanded keyspace).
-func concrete(v *binlogdatapb.VGtid) bool {
-	if v == nil || len(v.ShardGtids) == 0 {
-		return false
-	}
-	for _, sg := range v.ShardGtids {
-		if sg.Shard == "" || sg.Gtid == "current" {
-			return false
-		}
-	}
-	return true
 }
 
 // Next blocks for the next delivery.
@@ -142,7 +121,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 // reports whether reading can continue; a rebuild that fails (on_gap=fail)
 // replaces err's meaning for the caller via s.r, which now returns it.
 func (s *Subscription) replan(ctx context.Context, err error) bool {
-	if _, _, missing := source.MissingShard(err); !missing || !concrete(s.pos) || s.replans >= 3 {
+	if _, _, missing := source.MissingShard(err); !missing || !position.Of(s.pos).Concrete() || s.replans >= 3 {
 		return false
 	}
 	s.replans++

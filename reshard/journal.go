@@ -17,6 +17,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
 
@@ -54,6 +55,29 @@ func (j *Journal) Complete() bool {
 		}
 	}
 	return len(j.Participants) > 0
+}
+
+// LocalPosition is where the participants stopped: the position a cursor
+// must cover for the journal to apply to it. Participants whose local
+// position is not recorded yet are left out.
+func (j *Journal) LocalPosition() position.Position {
+	shards := make([]position.Shard, 0, len(j.Participants))
+	for _, p := range j.Participants {
+		if l := j.Local[p]; l != "" {
+			shards = append(shards, position.Shard{Keyspace: j.Keyspace, Shard: p, GTID: l})
+		}
+	}
+	return position.New(shards...)
+}
+
+// Apply crosses the cutover: pos with the participants replaced by the
+// targets at their start positions.
+func (j *Journal) Apply(pos position.Position) position.Position {
+	targets := make([]position.Shard, len(j.Targets))
+	for i, t := range j.Targets {
+		targets[i] = position.Shard{Keyspace: j.Keyspace, Shard: t.Shard, GTID: t.Gtid}
+	}
+	return pos.Replace(j.Keyspace, j.Participants, targets...)
 }
 
 // From lists the participant shards; To the target shards.

@@ -5,10 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-	"vitess.io/vitess/go/mysql/replication"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -60,20 +59,20 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 	if allState(cur, topo, source.ShardServing) {
 		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
-	pos := proto.Clone(cur).(*binlogdatapb.VGtid)
+	pos := position.Of(cur)
 	var applied []*Journal
 	for {
 		j := nextJournal(pos, topo, journals)
 		if j == nil {
 			break
 		}
-		pos = Apply(pos, j)
+		pos = j.Apply(pos)
 		applied = append(applied, j)
 	}
 	var missing []string
-	for _, sg := range pos.ShardGtids {
-		if topo.State(sg.Keyspace, sg.Shard) == source.ShardGone && sg.Shard != "" {
-			missing = append(missing, sg.Keyspace+"/"+sg.Shard)
+	for _, s := range pos.Shards() {
+		if topo.State(s.Keyspace, s.Shard) == source.ShardGone && s.Shard != "" {
+			missing = append(missing, s.Key())
 		}
 	}
 	switch {
@@ -81,7 +80,7 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 		sort.Strings(missing)
 		return Decision{Outcome: Resync, Missing: missing, Applied: applied}
 	case len(applied) > 0:
-		return Decision{Outcome: Exact, VGtid: pos, Applied: applied}
+		return Decision{Outcome: Exact, VGtid: pos.VGtid(), Applied: applied}
 	default:
 		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
@@ -101,27 +100,15 @@ func allState(v *binlogdatapb.VGtid, topo source.Topology, want source.ShardStat
 // participant at or past its local position. Among several (a journal id
 // can repeat), the one with the highest local positions wins: it is the
 // latest cutover the cursor has passed.
-func nextJournal(pos *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) *Journal {
-	shards := map[string]*binlogdatapb.ShardGtid{}
-	for _, sg := range pos.ShardGtids {
-		shards[sg.Keyspace+"/"+sg.Shard] = sg
-	}
+func nextJournal(pos position.Position, topo source.Topology, journals map[string][]*Journal) *Journal {
 	var best *Journal
 	for ks, list := range journals {
-	next:
 		for _, j := range list {
-			if !j.Complete() {
+			if !j.Complete() || !pos.Covers(j.LocalPosition()) {
 				continue
 			}
 			notServing := false
 			for _, p := range j.Participants {
-				sg, ok := shards[ks+"/"+p]
-				if !ok || len(sg.TablePKs) > 0 {
-					continue next
-				}
-				if !AtLeast(sg.Gtid, j.Local[p]) {
-					continue next
-				}
 				if topo.State(ks, p) != source.ShardServing {
 					notServing = true
 				}
@@ -143,65 +130,28 @@ func laterThan(a, b *Journal) bool {
 	if strings.Join(a.Participants, ",") != strings.Join(b.Participants, ",") {
 		return a.SeenAt.After(b.SeenAt)
 	}
-	for _, p := range a.Participants {
-		if !AtLeast(a.Local[p], b.Local[p]) {
-			return false
-		}
-	}
-	return true
+	return a.LocalPosition().Covers(b.LocalPosition())
 }
 
-// Apply replaces j's participants in pos by its targets.
-func Apply(pos *binlogdatapb.VGtid, j *Journal) *binlogdatapb.VGtid {
-	part := map[string]bool{}
-	for _, p := range j.Participants {
-		part[p] = true
-	}
-	out := &binlogdatapb.VGtid{}
-	for _, sg := range pos.ShardGtids {
-		if sg.Keyspace == j.Keyspace && part[sg.Shard] {
-			continue
-		}
-		out.ShardGtids = append(out.ShardGtids, sg)
-	}
-	for _, t := range j.Targets {
-		out.ShardGtids = append(out.ShardGtids, &binlogdatapb.ShardGtid{Keyspace: j.Keyspace, Shard: t.Shard, Gtid: t.Gtid})
-	}
-	return out
-}
-
-// AtLeast reports whether GTID position a is at or past b. Positions are
-// compared with Vitess's replication package (per GTID domain), never as
-// text; anything unparsable is "not at least".
-func AtLeast(a, b string) bool {
-	pa, err := replication.DecodePosition(a)
-	if err != nil || pa.IsZero() {
-		return false
-	}
-	pb, err := replication.DecodePosition(b)
-	if err != nil {
-		return false
-	}
-	return pa.AtLeast(pb)
-}
-
-// Behind reports whether a named cursor must be bridged across j: it holds
-// every participant and is strictly behind the cutover on at least one.
-func Behind(cur *binlogdatapb.VGtid, j *Journal) bool {
-	shards := map[string]*binlogdatapb.ShardGtid{}
-	for _, sg := range cur.GetShardGtids() {
-		shards[sg.Keyspace+"/"+sg.Shard] = sg
-	}
+// BehindCutover reports whether a named cursor must be bridged across j:
+// it holds every participant and is strictly behind the cutover on at
+// least one (or cannot tell: its position there is not ordered with the
+// journal's). A participant mid-copy counts as behind: only the old shard
+// can finish its copy.
+func BehindCutover(cur *binlogdatapb.VGtid, j *Journal) bool {
+	pos := position.Of(cur)
 	behind := false
 	for _, p := range j.Participants {
-		sg, ok := shards[j.Keyspace+"/"+p]
-		if !ok {
+		s, ok := pos.Lookup(j.Keyspace, p)
+		switch {
+		case !ok:
 			return false
-		}
-		if len(sg.TablePKs) > 0 || sg.Gtid == "" {
-			return true // mid-copy on the old shard: only the old shard can finish it
-		}
-		if !AtLeast(sg.Gtid, j.Local[p]) {
+		case s.Copying():
+			return true
+		case j.Local[p] == "":
+			// Not recorded yet (the journal is incomplete): nothing to be
+			// behind of on this participant.
+		case !s.Covers(position.Shard{Keyspace: j.Keyspace, Shard: p, GTID: j.Local[p]}):
 			behind = true
 		}
 	}

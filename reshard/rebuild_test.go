@@ -9,6 +9,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -113,34 +114,53 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestBehind(t *testing.T) {
+func TestBehindCutover(t *testing.T) {
 	split := journal(7, map[string]int{"0": 100}, map[string]int{"-80": 5, "80-": 6})
 	merge := journal(10, map[string]int{"-80": 70, "80-": 80}, map[string]int{"0": 1})
+	incomplete := &Journal{Keyspace: "customer", ID: 11, Participants: []string{"-80", "80-"}, Local: map[string]string{"-80": pos(70)}}
+	midCopy := vg("-80", 70, "80-", 90)
+	midCopy.ShardGtids[1].TablePKs = []*binlogdatapb.TableLastPK{{TableName: "customer"}}
+	notStarted := vg("-80", 70, "80-", 90)
+	notStarted.ShardGtids[1].Gtid = ""
 	for _, tc := range []struct {
+		name string
 		cur  *binlogdatapb.VGtid
 		j    *Journal
 		want bool
 	}{
-		{vg("0", 99), split, true},
-		{vg("0", 100), split, false},
-		{vg("0", 150), split, false},
-		{vg("-80", 5, "80-", 6), split, false},
-		{vg("-80", 70, "80-", 79), merge, true},
-		{vg("-80", 70, "80-", 80), merge, false},
-		{vg("-80", 70), merge, false},
+		{"behind", vg("0", 99), split, true},
+		{"at the cutover", vg("0", 100), split, false},
+		{"past the cutover", vg("0", 150), split, false},
+		{"already on the new shards", vg("-80", 5, "80-", 6), split, false},
+		{"merge, one participant behind", vg("-80", 70, "80-", 79), merge, true},
+		{"merge, at the cutover", vg("-80", 70, "80-", 80), merge, false},
+		{"merge, a participant missing", vg("-80", 70), merge, false},
+		{"merge, a participant mid-copy", midCopy, merge, true},
+		{"merge, a participant's copy not started", notStarted, merge, true},
+		{"incomplete journal, behind on the recorded participant", vg("-80", 69, "80-", 1), incomplete, true},
+		{"incomplete journal, past the recorded participant", vg("-80", 70, "80-", 1), incomplete, false},
+		{"another domain: not ordered, so not past", vgGtid("0", "MariaDB/1-1-500"), split, true},
 	} {
-		if got := Behind(tc.cur, tc.j); got != tc.want {
-			t.Errorf("Behind(%v, %v) = %v", shardsOf(tc.cur), tc.j.Local, got)
+		if got := BehindCutover(tc.cur, tc.j); got != tc.want {
+			t.Errorf("%s: BehindCutover(%v, %v) = %v", tc.name, shardsOf(tc.cur), tc.j.Local, got)
 		}
 	}
 }
 
-func TestAtLeastNeverCompareText(t *testing.T) {
-	// As text "…-9" > "…-10"; as positions it is behind.
-	if AtLeast(pos(9), pos(10)) || !AtLeast(pos(10), pos(9)) {
-		t.Fatal("positions compared as text")
+func vgGtid(shard, gtid string) *binlogdatapb.VGtid {
+	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: "customer", Shard: shard, Gtid: gtid}}}
+}
+
+func TestApply(t *testing.T) {
+	split4a := journal(8, map[string]int{"-80": 5}, map[string]int{"-40": 3, "40-80": 4})
+	cur := vg("-80", 5, "80-", 33)
+	cur.ShardGtids = append(cur.ShardGtids, &binlogdatapb.ShardGtid{Keyspace: "commerce", Shard: "-80", Gtid: pos(9)})
+	got := split4a.Apply(position.Of(cur)).String()
+	want := "customer/80-@" + pos(33) + " commerce/-80@" + pos(9) + " customer/-40@" + pos(3) + " customer/40-80@" + pos(4)
+	if got != want {
+		t.Fatalf("Apply = %s, want %s", got, want)
 	}
-	if AtLeast("garbage", pos(1)) || AtLeast("", pos(1)) {
-		t.Fatal("unparsable position counted as at least")
+	if len(cur.ShardGtids) != 3 || cur.ShardGtids[0].Shard != "-80" {
+		t.Fatalf("Apply changed the cursor it rewrote: %v", cur)
 	}
 }

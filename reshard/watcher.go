@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -169,9 +169,8 @@ func (w *Watcher) watch(ctx context.Context, ks string, lease store.Lease) {
 
 	from := source.StartNow(ks)
 	if b, err := w.st.Get(ctx, positionNS, ks); err == nil {
-		v := &binlogdatapb.VGtid{}
-		if proto.Unmarshal(b, v) == nil && len(v.ShardGtids) > 0 {
-			from = v
+		if p, err := position.Unmarshal(b); err == nil && !p.IsZero() {
+			from = p.VGtid()
 		}
 	}
 	r := w.src.Open(ctx, source.Spec{Name: "journal-watcher/" + ks, Keyspace: ks, Rules: noRows}, from)
@@ -202,7 +201,7 @@ func (w *Watcher) watch(ctx context.Context, ks string, lease store.Lease) {
 			continue
 		}
 		if time.Since(saved) >= time.Second || txn.Journal != nil {
-			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(txn.VGtid)
+			b, _ := position.Of(txn.VGtid).Marshal()
 			mu.Lock()
 			l := lease
 			mu.Unlock()

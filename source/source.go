@@ -23,6 +23,7 @@ import (
 	"vitess.io/vitess/go/vt/vtgate/vtgateconn"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
 // Spec says what to stream: one keyspace and its filter rules.
@@ -157,7 +158,7 @@ func (c *Client) Conn() *vtgateconn.VTGateConn { return c.conn }
 // Start positions for a new stream: every shard of keyspace from now, or
 // from a consistent copy-phase snapshot followed by its changes.
 func StartNow(keyspace string) *binlogdatapb.VGtid {
-	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: keyspace, Gtid: "current"}}}
+	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: keyspace, Gtid: position.CurrentGTID}}}
 }
 
 // StartSnapshot returns the position that starts with a copy phase.

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
 // Topology asks vtgate which shards of keyspaces serve and which
@@ -103,17 +106,10 @@ func (c *Client) Current(ctx context.Context, keyspace string) (*binlogdatapb.VG
 		if err != nil {
 			return nil, fmt.Errorf("source: current position of %s: %w", keyspace, err)
 		}
-		if resolved(t.VGtid) {
+		// Resolved: a real binlog position on every shard. (A shard
+		// without a GTID would be a copy phase, which "now" never starts.)
+		if p := position.Of(t.VGtid); p.Concrete() && !p.Copying() {
 			return t.VGtid, nil
 		}
 	}
-}
-
-func resolved(v *binlogdatapb.VGtid) bool {
-	for _, sg := range v.GetShardGtids() {
-		if sg.Shard == "" || sg.Gtid == "current" || sg.Gtid == "" {
-			return false
-		}
-	}
-	return len(v.GetShardGtids()) > 0
 }

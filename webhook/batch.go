@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -108,48 +108,10 @@ func messageID(webhookID string, start, end *binlogdatapb.VGtid) string {
 	h := sha256.New()
 	h.Write([]byte(webhookID))
 	h.Write([]byte{0})
-	h.Write(marshalPos(start))
+	b, _ := position.Of(start).Marshal()
+	h.Write(b)
 	h.Write([]byte{0})
-	h.Write(marshalPos(end))
+	b, _ = position.Of(end).Marshal()
+	h.Write(b)
 	return "msg_" + strings.ToLower(idEncoding.EncodeToString(h.Sum(nil)[:16]))
-}
-
-func marshalPos(v *binlogdatapb.VGtid) []byte {
-	if v == nil {
-		return nil
-	}
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(v)
-	return b
-}
-
-func unmarshalPos(b []byte) (*binlogdatapb.VGtid, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	v := &binlogdatapb.VGtid{}
-	if err := proto.Unmarshal(b, v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func samePos(a, b *binlogdatapb.VGtid) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return proto.Equal(a, b)
-}
-
-// concrete reports whether a position names a real GTID for every shard
-// (rather than "current" or an unexpanded keyspace).
-func concrete(v *binlogdatapb.VGtid) bool {
-	if v == nil || len(v.ShardGtids) == 0 {
-		return false
-	}
-	for _, sg := range v.ShardGtids {
-		if sg.Shard == "" || sg.Gtid == "" || sg.Gtid == "current" {
-			return false
-		}
-	}
-	return true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -99,20 +100,20 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	if rec != nil && len(rec.End) > 0 {
-		if start, err := unmarshalPos(rec.Start); err == nil && samePos(start, ss.start) {
+		if start, err := position.Unmarshal(rec.Start); err == nil && start.Identical(position.Of(ss.start)) {
 			ss.target = rec
 		}
 	}
 	// A recorded batch with its body is re-sent exactly as it was, and the
 	// stream opens after it.
 	if rec := ss.target; rec != nil && len(rec.Body) > 0 {
-		if end, err := unmarshalPos(rec.End); err == nil && end != nil {
-			b := &batch{id: rec.ID, start: ss.start, end: end, cursor: rec.Cursor, events: rec.Events, body: rec.Body}
+		if end, err := position.Unmarshal(rec.End); err == nil && !end.IsZero() {
+			b := &batch{id: rec.ID, start: ss.start, end: end.VGtid(), cursor: rec.Cursor, events: rec.Events, body: rec.Body}
 			ss.target = nil
 			if err := ss.deliver(ctx, b, rec); err != nil {
 				return progressed, err
 			}
-			ss.start, progressed = end, true
+			ss.start, progressed = end.VGtid(), true
 		}
 	}
 	ss.feed, err = d.s.src.Open(ctx, d.def, hub.From{Subscriber: wh.Subscriber()})
@@ -127,7 +128,9 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 		}
 		rec := ss.target
 		if rec == nil || rec.ID != b.id {
-			rec = &inflight{ID: b.id, Start: marshalPos(b.start), End: marshalPos(b.end), Events: b.events, Body: b.body, Cursor: b.cursor}
+			start, _ := position.Of(b.start).Marshal()
+			end, _ := position.Of(b.end).Marshal()
+			rec = &inflight{ID: b.id, Start: start, End: end, Events: b.events, Body: b.body, Cursor: b.cursor}
 		}
 		ss.target = nil
 		if err := ss.deliver(ctx, b, rec); err != nil {
@@ -149,9 +152,9 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	d := ss.d
 	wh := d.wh.Load()
 	b := &batch{start: ss.start}
-	var targetEnd *binlogdatapb.VGtid
+	var targetEnd position.Position
 	if ss.target != nil {
-		targetEnd, _ = unmarshalPos(ss.target.End)
+		targetEnd, _ = position.Unmarshal(ss.target.End)
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, d.s.idleAck)
@@ -182,16 +185,16 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	}
 	linger := time.Now().Add(wh.BatchMaxWait.D())
 	for {
-		if targetEnd != nil {
-			if samePos(b.end, targetEnd) {
+		if !targetEnd.IsZero() {
+			if position.Of(b.end).Identical(targetEnd) {
 				break
 			}
-			if !hub.Behind(b.end, targetEnd) {
+			if position.Of(b.end).Compare(targetEnd) != position.Before {
 				// The stream no longer reproduces the recorded batch (a
 				// rebuilt cursor, a copy phase): send what was read as a
 				// new batch.
 				d.log.Info("webhook: recorded batch not reproducible; sending a new one", "recorded", ss.target.ID)
-				targetEnd, ss.target = nil, nil
+				targetEnd, ss.target = position.Position{}, nil
 				break
 			}
 			dv, err := ss.feed.Next(ctx)
@@ -251,7 +254,7 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 // ackIdle stores the position of transactions the filter dropped, so an
 // idle webhook's cursor keeps up with the binlog.
 func (ss *session) ackIdle(ctx context.Context) error {
-	if ss.target != nil || !concrete(ss.pos) || samePos(ss.pos, ss.start) {
+	if ss.target != nil || !position.Of(ss.pos).Concrete() || position.Of(ss.pos).Identical(position.Of(ss.start)) {
 		return nil
 	}
 	if err := ss.d.ack(ctx, ss.pos); err != nil {

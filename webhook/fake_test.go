@@ -27,7 +27,7 @@ import (
 )
 
 // A fake binlog: transaction n (1-based) ends at GTID set 1-n of one
-// server, so positions compare like real ones (hub.Behind).
+// server, so positions compare like real ones (position.Compare).
 const fakeUUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 func fakePos(n int) *binlogdatapb.VGtid {

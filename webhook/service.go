@@ -13,6 +13,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -239,7 +240,7 @@ func (s *Service) pin(ctx context.Context, def *streams.Definition) (*binlogdata
 		if err != nil {
 			return nil, err
 		}
-		if !d.Heartbeat && concrete(d.VGtid) {
+		if !d.Heartbeat && position.Of(d.VGtid).Concrete() {
 			return d.VGtid, nil
 		}
 	}
@@ -315,7 +316,7 @@ func (s *Service) view(ctx context.Context, w *Webhook) (*View, error) {
 	if f, err := s.repo.inflight(ctx, w.ID); err != nil {
 		return nil, err
 	} else if f != nil && f.Attempts > 0 && f.LastError != "" {
-		if start, err := unmarshalPos(f.Start); err == nil && samePos(start, stored) {
+		if start, err := position.Unmarshal(f.Start); err == nil && start.Identical(position.Of(stored)) {
 			v.Pending = &Pending{
 				ID: f.ID, Events: f.Events, Attempts: f.Attempts,
 				FirstAttemptAt: f.FirstAttemptAt, LastAttemptAt: f.LastAttemptAt,
