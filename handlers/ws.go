@@ -17,22 +17,6 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
-// WebSocket close codes (application range 4000-4999). Before closing with
-// one of them the server sends a final {"type":"disconnect",…} message with
-// the cursor to resume from, because a close reason is limited to 123 bytes
-// and a cursor may not fit.
-const (
-	// CloseSlowConsumer: the client read too slowly and its send queue
-	// overflowed. Resume from the disconnect message's cursor.
-	CloseSlowConsumer websocket.StatusCode = 4008
-	// CloseUpstream: the stream failed upstream (vtgate); retry later.
-	CloseUpstream websocket.StatusCode = 4011
-	// CloseBadMessage: the client sent something that is not an ack.
-	CloseBadMessage websocket.StatusCode = 4000
-	// CloseShutdown: the gateway is shutting down; reconnect elsewhere.
-	CloseShutdown websocket.StatusCode = 4001
-)
-
 // WS serves GET /v1/streams/{stream}/ws: one JSON message per event; the
 // client acks with {"ack":"<cursor>"} (stored for named subscribers).
 func (a *API) WS(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +78,7 @@ type wsSession struct {
 	// the final disconnect message tells the client to resume from.
 	written atomic.Pointer[string]
 	// closing carries the reason to close; the first one wins.
-	closing chan closeReq
+	closing chan Disconnect
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -102,7 +86,7 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		batch:   r.URL.Query().Get("batch") == "txn",
 		queue:   make(chan wsMessage, a.Limits.WSQueue),
 		queued:  budget.New(a.Limits.WSQueueBytes),
-		closing: make(chan closeReq, 1),
+		closing: make(chan Disconnect, 1),
 	}
 	ws.ctx, ws.cancel = context.WithCancel(r.Context())
 	// A client that gave a cursor resumes from it if nothing was written.
@@ -147,7 +131,7 @@ func (ws *wsSession) readLoop() {
 			Ack string `json:"ack"`
 		}
 		if json.Unmarshal(msg, &m) != nil || m.Ack == "" {
-			ws.closeWith(closeReq{CloseBadMessage, "bad_message", `expected {"ack":"<cursor>"}`})
+			ws.closeWith(DisconnectBadMessage)
 			return
 		}
 		if ws.sub == "" {
@@ -156,7 +140,7 @@ func (ws *wsSession) readLoop() {
 		if _, err := ws.a.ack(ws.r, ws.def, ws.sub, m.Ack); err != nil {
 			var e *Error
 			if errors.As(err, &e) {
-				ws.closeWith(closeReq{CloseBadMessage, e.Code, e.Message})
+				ws.closeWith(Disconnect{Code: DisconnectBadMessage.Code, Reason: e.Code, Message: e.Message})
 			}
 			return
 		}
@@ -174,10 +158,10 @@ func (ws *wsSession) produce() {
 	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbt)
 	switch {
 	case errors.Is(err, errSlowConsumer):
-		ws.closeWith(closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
+		ws.closeWith(DisconnectSlow)
 	case err != nil && ws.ctx.Err() == nil:
 		a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
-		ws.closeWith(closeReq{CloseUpstream, "upstream_failed", err.Error()})
+		ws.closeWith(DisconnectUpstream.withMessage(err.Error()))
 	}
 }
 
@@ -214,8 +198,8 @@ func (ws *wsSession) writeLoop() {
 			ws.finalClose(d)
 			return
 		case <-ws.a.Shutdown:
-			metrics.WSDisconnect(closeLabel(CloseShutdown))
-			ws.finalClose(closeReq{CloseShutdown, "shutdown", "the gateway is shutting down; reconnect and resume from cursor"})
+			metrics.WSDisconnect(DisconnectShutdown.label())
+			ws.finalClose(DisconnectShutdown)
 			return
 		case <-keepAlive.C:
 			pctx, pcancel := context.WithTimeout(ws.ctx, ws.a.Limits.KeepAlive)
@@ -267,48 +251,4 @@ func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, er
 		}
 	}
 	return buf, nil
-}
-
-type closeReq struct {
-	code    websocket.StatusCode
-	reason  string
-	message string
-}
-
-// closeWith asks the writer to close with r (the first request wins) and
-// counts the disconnect.
-func (ws *wsSession) closeWith(r closeReq) {
-	select {
-	case ws.closing <- r:
-		metrics.WSDisconnect(closeLabel(r.code))
-	default:
-	}
-}
-
-// finalClose sends the disconnect message with the cursor of the last whole
-// transaction written, then the close frame.
-func (ws *wsSession) finalClose(req closeReq) {
-	msg := map[string]any{"type": "disconnect", "code": int(req.code), "reason": req.reason, "message": req.message}
-	if cursor := ws.written.Load(); cursor != nil {
-		msg["cursor"] = *cursor
-	}
-	b, _ := json.Marshal(msg)
-	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
-	defer cancel()
-	ws.c.Write(ctx, websocket.MessageText, b)
-	ws.c.Close(req.code, req.reason)
-}
-
-// closeLabel is the metrics label of a close code.
-func closeLabel(code websocket.StatusCode) string {
-	switch code {
-	case CloseSlowConsumer:
-		return "slow_consumer"
-	case CloseUpstream:
-		return "upstream_failed"
-	case CloseShutdown:
-		return "shutdown"
-	default:
-		return "bad_message"
-	}
 }
