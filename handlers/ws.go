@@ -224,31 +224,33 @@ const wsGiveUp = 2 * time.Second
 
 // writeTxn frames a transaction: one message per event, the last one
 // marked "txn_end" (only a cursor seen with txn_end is safe to ack), or
-// with batch one message holding the JSON array of its events. buf is
+// with batch one message holding the JSON array of its events. A
+// transaction the token's table scope emptied sends nothing. buf is
 // scratch space, returned for reuse.
 func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
 	if cap(buf) > 1<<20 {
 		buf = nil // after a huge transaction, do not keep its buffer
 	}
+	last := len(d.Events) - 1
+	if last < 0 {
+		return buf, nil
+	}
 	if batch {
 		buf = append(buf[:0], '[')
-		for i := range d.Events {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
+		for i := range d.Events[:last] {
 			buf = d.Events[i].AppendJSON(buf, d.Cursor)
+			buf = append(buf, ',')
 		}
-		buf = append(buf[:len(buf)-1], `,"txn_end":true}]`...)
+		buf = d.Events[last].AppendWithTxnEnd(buf, d.Cursor)
+		buf = append(buf, ']')
 		return buf, conn.text(buf)
 	}
-	for i := range d.Events {
+	for i := range d.Events[:last] {
 		buf = d.Events[i].AppendJSON(buf[:0], d.Cursor)
-		if i == len(d.Events)-1 {
-			buf = append(buf[:len(buf)-1], `,"txn_end":true}`...)
-		}
 		if err := conn.text(buf); err != nil {
 			return buf, err
 		}
 	}
-	return buf, nil
+	buf = d.Events[last].AppendWithTxnEnd(buf[:0], d.Cursor)
+	return buf, conn.text(buf)
 }
