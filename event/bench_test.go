@@ -106,3 +106,35 @@ func reportRowsPerSec(b *testing.B) {
 		b.ReportMetric(float64(b.N)/s, "rows/s")
 	}
 }
+
+// BenchmarkAppendJSON finishes an encoded event with its cursor, as every
+// transport does for every event it sends.
+func BenchmarkAppendJSON(b *testing.B) {
+	tbl, rc := benchCustomer(b)
+	e, err := tbl.Encode(OpInsert, rc, 1796223662)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const cursor = "CgZjdXN0b21lchIDLTgwGjJNeVNRTDU2LzNlMTFmYTQ3LTcxY2EtMTFlMS05ZTMzLWM4MGFhOTQyOTU2MjoxLTEyMzQ1"
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = e.AppendJSON(buf[:0], cursor)
+	}
+}
+
+// BenchmarkAppendWithTxnEnd finishes the last event of a transaction on
+// the WebSocket.
+func BenchmarkAppendWithTxnEnd(b *testing.B) {
+	tbl, rc := benchCustomer(b)
+	e, err := tbl.Encode(OpInsert, rc, 1796223662)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const cursor = "CgZjdXN0b21lchIDLTgwGjJNeVNRTDU2LzNlMTFmYTQ3LTcxY2EtMTFlMS05ZTMzLWM4MGFhOTQyOTU2MjoxLTEyMzQ1"
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = e.AppendWithTxnEnd(buf[:0], cursor)
+	}
+}

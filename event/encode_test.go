@@ -357,3 +357,21 @@ func TestSlabCopies(t *testing.T) {
 		}
 	}
 }
+
+// The last event of a transaction carries "txn_end":true after its
+// cursor: the object AppendJSON makes, one member longer.
+func TestAppendWithTxnEnd(t *testing.T) {
+	e := Event{Type: TypeChange, JSON: []byte(`{"type":"change","op":"insert","after":{"id":1},"commit_ts":null`)}
+	for _, cursor := range []string{"", "abc-_123"} {
+		plain := e.AppendJSON(nil, cursor)
+		want := string(plain[:len(plain)-1]) + `,"txn_end":true}`
+		got := e.AppendWithTxnEnd([]byte("x"), cursor)
+		if string(got) != "x"+want {
+			t.Errorf("cursor %q: got %s, want x%s", cursor, got, want)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(got[1:], &m); err != nil || m["txn_end"] != true {
+			t.Errorf("cursor %q: %s is not an event with txn_end: %v", cursor, got[1:], err)
+		}
+	}
+}

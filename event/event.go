@@ -50,11 +50,23 @@ type Event struct {
 // member when cursor is not empty. cursor must be URL-safe (no escaping is
 // done); cursor tokens always are.
 func (e *Event) AppendJSON(dst []byte, cursor string) []byte {
+	return append(e.appendMembers(dst, cursor), '}')
+}
+
+// AppendWithTxnEnd is AppendJSON for the last event of a transaction on a
+// transport that marks where transactions end: the object gets a
+// "txn_end":true member after the cursor.
+func (e *Event) AppendWithTxnEnd(dst []byte, cursor string) []byte {
+	return append(e.appendMembers(dst, cursor), `,"txn_end":true}`...)
+}
+
+// appendMembers appends the object without its closing brace.
+func (e *Event) appendMembers(dst []byte, cursor string) []byte {
 	dst = append(dst, e.JSON...)
 	if cursor != "" {
 		dst = append(dst, `,"cursor":"`...)
 		dst = append(dst, cursor...)
 		dst = append(dst, '"')
 	}
-	return append(dst, '}')
+	return dst
 }

@@ -17,6 +17,7 @@ type batch struct {
 	// buf holds the events: NDJSON lines, or for JSON the opening of the
 	// response object and the events, comma-separated.
 	buf      []byte
+	ndjson   bool
 	count    int
 	cursor   string
 	upToDate bool
@@ -84,12 +85,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	}
 	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 	page := getPage()
-	b := &batch{buf: *page}
+	b := &batch{buf: *page, ndjson: ndjson}
 	defer func() { *page = b.buf; putPage(page) }() // b.buf may have grown
 	if !ndjson {
 		b.buf = append(b.buf, `{"events":[`...)
 	}
-	err = a.collect(ctx, s, b, limit, wait, ndjson)
+	err = a.collect(ctx, s, b, limit, wait)
 	if err != nil {
 		s.Close()
 		WriteError(w, a.Log, streamError(err))
@@ -119,70 +120,35 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	w.Write(b.buf)
 }
 
-// collect reads whole transactions until limit events, or until the
-// subscription has nothing more ready. With wait > 0 it long-polls for the
-// first transaction that carries events; otherwise it waits only as long as
-// a freshly opened VStream needs to produce its first data.
-func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration, ndjson bool) error {
-	first := a.Limits.FirstWait
-	if wait > first {
-		first = wait
+// collect reads one page: whole transactions up to limit events, or as
+// many as are ready. With wait > 0 it long-polls for the first transaction
+// that carries events; otherwise it waits only as long as a freshly opened
+// VStream needs to produce its first data.
+func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
+	// The subscription is parked between pages: the collector lives for
+	// this page only, and holds nothing back for the next one.
+	opts := []hub.CollectOption{hub.FirstWait(max(a.Limits.FirstWait, wait)), hub.NoHoldBack()}
+	if wait == 0 {
+		// Without wait, any delivery is news to a client at the live end (a
+		// position update); a replay or snapshot waits (up to FirstWait) for
+		// its first rows, so the first page is not an empty one.
+		opts = append(opts, hub.WaitWhile(func() bool { return s.Fresh() || !s.CaughtUp() }))
 	}
-	deadline := time.Now().Add(first)
-	out := outboundFor(ctx, s.Definition().Name, "pull")
-	add := func(d *hub.Delivery) {
-		d = out.apply(d)
-		b.cursor = d.Cursor
-		for i := range d.Events {
-			e := &d.Events[i]
-			if ndjson {
-				b.buf = e.AppendJSON(b.buf, d.Cursor)
-				b.buf = append(b.buf, '\n')
-			} else {
-				if b.count > 0 {
-					b.buf = append(b.buf, ',')
-				}
-				b.buf = e.AppendJSON(b.buf, d.Cursor)
-			}
-			b.count++
-		}
+	c := hub.NewCollector(scopedFeed{s, outboundFor(ctx, s.Definition().Name, "pull")}, opts...)
+	res, err := c.Collect(ctx, b, hub.Limits{Events: limit})
+	if err != nil {
+		return err
 	}
-	// Block for the first delivery with events (or, without wait, for any
-	// delivery: a position update is news to a client at "now").
-	for wait > 0 || s.Fresh() || !s.CaughtUp() {
-		wctx, cancel := context.WithDeadline(ctx, deadline)
-		d, err := s.Next(wctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && wctx.Err() != nil {
-				// Timed out: nothing new.
-				b.upToDate = s.CaughtUp() || wait > 0
-				break
-			}
-			return err
-		}
-		add(d)
-		// Without wait, stop at the first delivery once at the live end; a
-		// replay or snapshot waits (up to FirstWait) for its first rows, so
-		// the first page is not an empty one.
-		if b.count > 0 || (wait == 0 && s.CaughtUp()) {
-			break
-		}
+	// A later error is dropped with the collector: it recurs on the next
+	// request.
+	switch {
+	case res.Drained:
+		b.upToDate = s.CaughtUp()
+	case res.TimedOut:
+		// Timed out, then the page filled with what arrived meanwhile.
+		b.upToDate = s.CaughtUp() || wait > 0
 	}
-	for b.count < limit {
-		d, ok, err := s.TryNext(ctx)
-		if err != nil {
-			if b.count == 0 {
-				return err
-			}
-			break // deliver what we have; the error recurs on the next request
-		}
-		if !ok {
-			b.upToDate = s.CaughtUp()
-			break
-		}
-		add(d)
-	}
+	b.cursor = res.Cursor
 	if b.cursor == "" {
 		tok, err := s.Cursor(ctx)
 		if err != nil {
@@ -197,6 +163,47 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 		b.cursor = tok
 	}
 	return nil
+}
+
+// Add implements hub.Batch: it appends the transaction's events as NDJSON
+// lines or as members of the JSON array.
+func (b *batch) Add(d *hub.Delivery) {
+	for i := range d.Events {
+		e := &d.Events[i]
+		if b.ndjson {
+			b.buf = e.AppendJSON(b.buf, d.Cursor)
+			b.buf = append(b.buf, '\n')
+		} else {
+			if b.count > 0 {
+				b.buf = append(b.buf, ',')
+			}
+			b.buf = e.AppendJSON(b.buf, d.Cursor)
+		}
+		b.count++
+	}
+}
+
+// scopedFeed applies a pull request's outbound step as the collector reads:
+// the page counts only the events the token may see.
+type scopedFeed struct {
+	*hub.Subscription
+	o *outbound
+}
+
+func (f scopedFeed) Next(ctx context.Context) (*hub.Delivery, error) {
+	d, err := f.Subscription.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return f.o.apply(d), nil
+}
+
+func (f scopedFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
+	d, ok, err := f.Subscription.TryNext(ctx)
+	if !ok || err != nil {
+		return d, ok, err
+	}
+	return f.o.apply(d), true, nil
 }
 
 func intParam(s string, def, min, max int, name string) (int, error) {

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -19,41 +18,25 @@ type sink interface {
 }
 
 // pump copies a subscription into a sink until ctx ends or either side
-// fails. Idle clients get a heartbeat every interval.
+// fails, a transaction at a time as it comes. Idle clients get a heartbeat
+// every interval.
 func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Duration) error {
-	lastSent := time.Now()
-	cursor := ""
-	for {
-		wctx, cancel := context.WithDeadline(ctx, lastSent.Add(interval))
-		d, err := s.Next(wctx)
-		cancel()
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			if cursor == "" {
-				if cursor, err = s.Cursor(ctx); err != nil {
-					return err
-				}
-			}
-			if cursor != "" {
-				if err := out.heartbeat(cursor); err != nil {
-					return err
-				}
-			}
-			lastSent = time.Now()
-			continue
-		default:
+	c := hub.NewCollector(s, hub.OnIdle(interval, func(ctx context.Context) error {
+		// The cursor moves even when nothing is sent: position-only
+		// transactions are passed over, the heartbeat carries their cursor.
+		cursor, err := s.Cursor(ctx)
+		if err != nil || cursor == "" {
 			return err
 		}
-		cursor = d.Cursor
-		if len(d.Events) == 0 {
-			continue // position-only: the next heartbeat carries it
+		return out.heartbeat(cursor)
+	}))
+	for {
+		d, err := c.Next(ctx)
+		if err != nil {
+			return err
 		}
 		if err := out.deliver(d, s.Buffered() > 0); err != nil {
 			return err
 		}
-		lastSent = time.Now()
 	}
 }

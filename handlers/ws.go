@@ -14,35 +14,8 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/streams"
 )
-
-// WebSocket close codes (application range 4000-4999). Before closing with
-// one of them the server sends a final {"type":"disconnect",…} message with
-// the cursor to resume from, because a close reason is limited to 123 bytes
-// and a cursor may not fit.
-const (
-	// CloseSlowConsumer: the client read too slowly and its send queue
-	// overflowed. Resume from the disconnect message's cursor.
-	CloseSlowConsumer websocket.StatusCode = 4008
-	// CloseUpstream: the stream failed upstream (vtgate); retry later.
-	CloseUpstream websocket.StatusCode = 4011
-	// CloseBadMessage: the client sent something that is not an ack.
-	CloseBadMessage websocket.StatusCode = 4000
-	// CloseShutdown: the gateway is shutting down; reconnect elsewhere.
-	CloseShutdown websocket.StatusCode = 4001
-)
-
-// wsMessage is one item of a WebSocket's send queue: a ready message, or
-// a whole transaction whose events the writer encodes and sends one
-// message each. Handing over transactions rather than messages spares a
-// channel operation and an allocation per event: the writer encodes into
-// one reused buffer.
-type wsMessage struct {
-	data   []byte
-	txn    *hub.Delivery
-	cursor string // set when the item ends a transaction
-	weight int    // bytes held in the queue's budget until written
-}
 
 // WS serves GET /v1/streams/{stream}/ws: one JSON message per event; the
 // client acks with {"ack":"<cursor>"} (stored for named subscribers).
@@ -52,7 +25,6 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var err error
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
@@ -77,88 +49,142 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(a.Limits.WSReadLimit)
+	a.newWSSession(r, def, sub, s, c, hj.conn).run()
+}
 
-	conn := hj.conn
-	ctx, cancel := context.WithCancel(ctx)
-	// Once the connection is done for (client gone, slow consumer, upstream
-	// failure, shutdown), a write blocked on a client that stopped reading
-	// gives up within wsGiveUp; a final message on a healthy connection
-	// still fits in that time.
-	defer context.AfterFunc(ctx, func() { conn.giveUpAfter(wsGiveUp) })()
+// wsSession is one WebSocket client. Three goroutines share it, each with
+// one job, so that none waits on what another is waiting for: readLoop
+// takes the client's acks, produce moves the subscription into the send
+// queue, and writeLoop (the handler's goroutine) writes the queue to the
+// client.
+type wsSession struct {
+	a     *API
+	r     *http.Request
+	def   *streams.Definition
+	sub   string // named subscriber, or "" for an anonymous client
+	s     *hub.Subscription
+	c     *websocket.Conn
+	conn  *wsConn
+	batch bool // batch=txn: one message per transaction
+
+	// ctx ends when the session is done for: client gone, slow consumer,
+	// upstream failure, bad message.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	queue  chan wsMessage
+	queued *budget.Bytes
+	// written is the cursor of the last whole transaction written: what
+	// the final disconnect message tells the client to resume from.
+	written atomic.Pointer[string]
+	// closing carries the reason to close; the first one wins.
+	closing chan Disconnect
+}
+
+func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
+	ws := &wsSession{a: a, r: r, def: def, sub: sub, s: s, c: c, conn: conn,
+		batch:   r.URL.Query().Get("batch") == "txn",
+		queue:   make(chan wsMessage, a.Limits.WSQueue),
+		queued:  budget.New(a.Limits.WSQueueBytes),
+		closing: make(chan Disconnect, 1),
+	}
+	ws.ctx, ws.cancel = context.WithCancel(r.Context())
+	// A client that gave a cursor resumes from it if nothing was written.
+	if tok, _ := s.Cursor(ws.ctx); tok != "" {
+		ws.written.Store(&tok)
+	}
+	return ws
+}
+
+// run serves the session until it ends, and closes the subscription.
+func (ws *wsSession) run() {
+	// Once the connection is done for, a write blocked on a client that
+	// stopped reading gives up within wsGiveUp; a final message on a
+	// healthy connection still fits in that time.
+	defer context.AfterFunc(ws.ctx, func() { ws.conn.giveUpAfter(wsGiveUp) })()
 	// The subscription is not safe for concurrent use: it is closed only
 	// once the producer, which reads it, has returned.
 	produced := make(chan struct{})
-	defer func() { cancel(); <-produced; s.Close() }()
-
-	queue := make(chan wsMessage, a.Limits.WSQueue)
-	queued := budget.New(a.Limits.WSQueueBytes)
-	var written atomic.Pointer[string] // cursor of the last whole transaction written
-	if tok, _ := s.Cursor(ctx); tok != "" {
-		written.Store(&tok)
-	}
-	closeWith := make(chan closeReq, 1)
-
-	// Reader: acks and client close. It reads under the request's context,
-	// not ctx: the library closes the connection when a read's context
-	// ends, and ending ctx (slow consumer, upstream failure) must leave the
-	// writer the connection for its final message. The deferred CloseNow
-	// ends this goroutine.
-	go func() {
-		defer cancel()
-		for {
-			_, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			var m struct {
-				Ack string `json:"ack"`
-			}
-			if json.Unmarshal(msg, &m) != nil || m.Ack == "" {
-				trySend(closeWith, closeReq{CloseBadMessage, "bad_message", `expected {"ack":"<cursor>"}`})
-				return
-			}
-			if sub == "" {
-				continue // anonymous clients keep their own cursor
-			}
-			if _, err := a.ack(r, def, sub, m.Ack); err != nil {
-				var e *Error
-				if errors.As(err, &e) {
-					trySend(closeWith, closeReq{CloseBadMessage, e.Code, e.Message})
-				}
-				return
-			}
-		}
-	}()
-
-	// Producer: subscription -> queue. Overflow means a slow consumer.
+	defer func() { ws.cancel(); <-produced; ws.s.Close() }()
+	go ws.readLoop()
 	go func() {
 		defer close(produced)
-		defer cancel()
-		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{ctx: ctx, queue: queue, bytes: queued, slowAfter: a.Limits.WSSlowAfter}), a.Limits.CursorHeartbt)
-		switch {
-		case errors.Is(err, errSlowConsumer):
-			trySend(closeWith, closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
-		case err != nil && ctx.Err() == nil:
-			a.Log.Warn("websocket stream ended", "stream", def.Name, "err", err)
-			trySend(closeWith, closeReq{CloseUpstream, "upstream_failed", err.Error()})
-		}
+		ws.produce()
 	}()
+	ws.writeLoop()
+}
 
-	// Writer: this goroutine owns all data frames.
-	batch := r.URL.Query().Get("batch") == "txn"
+// readLoop reads the client's messages: acks, stored for a named
+// subscriber, and the close handshake, which the library answers. It
+// reads under the request's context, not ws.ctx: the library closes the
+// connection when a read's context ends, and ending ws.ctx (slow consumer,
+// upstream failure) must leave the writer the connection for its final
+// message. The handler's CloseNow ends it.
+func (ws *wsSession) readLoop() {
+	defer ws.cancel()
+	for {
+		_, msg, err := ws.c.Read(ws.r.Context())
+		if err != nil {
+			return
+		}
+		var m struct {
+			Ack string `json:"ack"`
+		}
+		if json.Unmarshal(msg, &m) != nil || m.Ack == "" {
+			ws.closeWith(DisconnectBadMessage)
+			return
+		}
+		if ws.sub == "" {
+			continue // anonymous clients keep their own cursor
+		}
+		if _, err := ws.a.ack(ws.r, ws.def, ws.sub, m.Ack); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				ws.closeWith(Disconnect{Code: DisconnectBadMessage.Code, Reason: e.Code, Message: e.Message})
+			}
+			return
+		}
+	}
+}
+
+// produce moves the subscription into the send queue. It runs apart from
+// the writer so that a client reading slowly shows as a full queue: the
+// stream is throttled while the client keeps reading, and cut off as a
+// slow consumer once the queue stays full (wsSink).
+func (ws *wsSession) produce() {
+	defer ws.cancel()
+	a := ws.a
+	out := &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
+	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbt)
+	switch {
+	case errors.Is(err, errSlowConsumer):
+		ws.closeWith(DisconnectSlow)
+	case err != nil && ws.ctx.Err() == nil:
+		a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
+		ws.closeWith(DisconnectUpstream.withMessage(err.Error()))
+	}
+}
+
+// writeLoop is the only writer of data frames. It encodes each queued
+// transaction into one reused buffer and frames it straight onto the
+// connection (wsConn), flushing when the queue is empty, so a burst goes
+// out together and a lone event at once. It also pings the client and
+// sends the final disconnect message.
+func (ws *wsSession) writeLoop() {
+	queue, conn := ws.queue, ws.conn
 	var buf []byte // reused for every message: encoded here, framed, forgotten
-	keepAlive := time.NewTicker(a.Limits.KeepAlive)
+	keepAlive := time.NewTicker(ws.a.Limits.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case m := <-queue:
+			var err error
 			if m.txn != nil {
-				buf, err = writeTxn(conn, m.txn, batch, buf)
+				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
 			} else {
 				err = conn.text(m.data)
 			}
-			queued.Release(m.weight)
-			// A burst goes out together, a lone event at once.
+			ws.queued.Release(m.weight)
 			if err == nil && len(queue) == 0 {
 				err = conn.flush()
 			}
@@ -166,26 +192,26 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if m.cursor != "" {
-				written.Store(&m.cursor)
+				ws.written.Store(&m.cursor)
 			}
-		case req := <-closeWith:
-			a.finalClose(c, req, written.Load())
+		case d := <-ws.closing:
+			ws.finalClose(d)
 			return
-		case <-a.Shutdown:
-			metrics.WSDisconnect(closeLabel(CloseShutdown))
-			a.finalClose(c, closeReq{CloseShutdown, "shutdown", "the gateway is shutting down; reconnect and resume from cursor"}, written.Load())
+		case <-ws.a.Shutdown:
+			metrics.WSDisconnect(DisconnectShutdown.label())
+			ws.finalClose(DisconnectShutdown)
 			return
 		case <-keepAlive.C:
-			pctx, pcancel := context.WithTimeout(ctx, a.Limits.KeepAlive)
-			err := c.Ping(pctx)
+			pctx, pcancel := context.WithTimeout(ws.ctx, ws.a.Limits.KeepAlive)
+			err := ws.c.Ping(pctx)
 			pcancel()
 			if err != nil {
 				return
 			}
-		case <-ctx.Done():
+		case <-ws.ctx.Done():
 			select {
-			case req := <-closeWith:
-				a.finalClose(c, req, written.Load())
+			case d := <-ws.closing:
+				ws.finalClose(d)
 			default:
 			}
 			return
@@ -198,134 +224,33 @@ const wsGiveUp = 2 * time.Second
 
 // writeTxn frames a transaction: one message per event, the last one
 // marked "txn_end" (only a cursor seen with txn_end is safe to ack), or
-// with batch one message holding the JSON array of its events. buf is
+// with batch one message holding the JSON array of its events. A
+// transaction the token's table scope emptied sends nothing. buf is
 // scratch space, returned for reuse.
 func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
 	if cap(buf) > 1<<20 {
 		buf = nil // after a huge transaction, do not keep its buffer
 	}
+	last := len(d.Events) - 1
+	if last < 0 {
+		return buf, nil
+	}
 	if batch {
 		buf = append(buf[:0], '[')
-		for i := range d.Events {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
+		for i := range d.Events[:last] {
 			buf = d.Events[i].AppendJSON(buf, d.Cursor)
+			buf = append(buf, ',')
 		}
-		buf = append(buf[:len(buf)-1], `,"txn_end":true}]`...)
+		buf = d.Events[last].AppendWithTxnEnd(buf, d.Cursor)
+		buf = append(buf, ']')
 		return buf, conn.text(buf)
 	}
-	for i := range d.Events {
+	for i := range d.Events[:last] {
 		buf = d.Events[i].AppendJSON(buf[:0], d.Cursor)
-		if i == len(d.Events)-1 {
-			buf = append(buf[:len(buf)-1], `,"txn_end":true}`...)
-		}
 		if err := conn.text(buf); err != nil {
 			return buf, err
 		}
 	}
-	return buf, nil
-}
-
-type closeReq struct {
-	code    websocket.StatusCode
-	reason  string
-	message string
-}
-
-// trySend asks the writer to close with r (the first request wins) and
-// counts the disconnect.
-func trySend(ch chan closeReq, r closeReq) {
-	select {
-	case ch <- r:
-		metrics.WSDisconnect(closeLabel(r.code))
-	default:
-	}
-}
-
-// finalClose sends the disconnect message with the cursor of the last whole
-// transaction written, then the close frame.
-func (a *API) finalClose(c *websocket.Conn, req closeReq, cursor *string) {
-	msg := map[string]any{"type": "disconnect", "code": int(req.code), "reason": req.reason, "message": req.message}
-	if cursor != nil {
-		msg["cursor"] = *cursor
-	}
-	b, _ := json.Marshal(msg)
-	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
-	defer cancel()
-	c.Write(ctx, websocket.MessageText, b)
-	c.Close(req.code, req.reason)
-}
-
-// closeLabel is the metrics label of a close code.
-func closeLabel(code websocket.StatusCode) string {
-	switch code {
-	case CloseSlowConsumer:
-		return "slow_consumer"
-	case CloseUpstream:
-		return "upstream_failed"
-	case CloseShutdown:
-		return "shutdown"
-	default:
-		return "bad_message"
-	}
-}
-
-var errSlowConsumer = errors.New("slow consumer")
-
-type wsSink struct {
-	ctx   context.Context
-	queue chan wsMessage
-	// bytes bounds the queue in bytes as well as in items: a few bulk
-	// transactions must not hold a backlog's worth of memory.
-	bytes *budget.Bytes
-	// slowAfter is how long a full queue may stay full before the client
-	// counts as slow: a replaying client that reads steadily is throttled
-	// (the VStream waits), only one that stops reading is cut off.
-	slowAfter time.Duration
-}
-
-func (s *wsSink) push(m wsMessage) error {
-	held := s.bytes.TryAcquire(m.weight)
-	if held {
-		select {
-		case s.queue <- m:
-			return nil
-		default:
-		}
-	}
-	// The client is behind; it may stay behind for slowAfter.
-	ctx, cancel := context.WithTimeout(s.ctx, s.slowAfter)
-	defer cancel()
-	if !held {
-		if err := s.bytes.Acquire(ctx, m.weight); err != nil {
-			return s.gaveUp()
-		}
-	}
-	select {
-	case s.queue <- m:
-		return nil
-	case <-ctx.Done():
-		s.bytes.Release(m.weight)
-		return s.gaveUp()
-	}
-}
-
-// gaveUp tells a slow consumer from a connection that ended meanwhile.
-func (s *wsSink) gaveUp() error {
-	if err := s.ctx.Err(); err != nil {
-		return err
-	}
-	return errSlowConsumer
-}
-
-// deliver queues a whole transaction; the writer encodes it (into one
-// reused buffer, sparing an allocation and a channel operation per event).
-func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
-	return s.push(wsMessage{txn: d, cursor: d.Cursor, weight: d.Weight()})
-}
-
-func (s *wsSink) heartbeat(cursor string) error {
-	data := []byte(`{"type":"heartbeat","cursor":"` + cursor + `"}`)
-	return s.push(wsMessage{data: data, cursor: cursor, weight: len(data)})
+	buf = d.Events[last].AppendWithTxnEnd(buf[:0], d.Cursor)
+	return buf, conn.text(buf)
 }

@@ -17,8 +17,7 @@ import (
 // Feed is an ordered view of a stream, one whole transaction at a time:
 // what *hub.Subscription provides.
 type Feed interface {
-	Next(ctx context.Context) (*hub.Delivery, error)
-	TryNext(ctx context.Context) (*hub.Delivery, bool, error)
+	hub.Feed
 	Close()
 }
 

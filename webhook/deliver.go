@@ -66,20 +66,10 @@ func (d *deliverer) run(ctx context.Context) error {
 type session struct {
 	d      *deliverer
 	feed   Feed
+	c      *hub.Collector      // batches of ss.feed
 	start  *binlogdatapb.VGtid // the stored cursor
 	pos    *binlogdatapb.VGtid // the position read up to
 	target *inflight           // a recorded batch to rebuild first
-	carry  *hub.Delivery       // read, but did not fit the previous batch
-	err    error               // a feed error to report after the current batch
-}
-
-// next returns the carried-over delivery, or blocks for the next one.
-func (ss *session) next(ctx context.Context) (*hub.Delivery, error) {
-	if d := ss.carry; d != nil {
-		ss.carry = nil
-		return d, nil
-	}
-	return ss.feed.Next(ctx)
 }
 
 func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
@@ -121,6 +111,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	defer ss.feed.Close()
+	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle), hub.IdleCountsReads())
 	for {
 		b, err := ss.collect(ctx)
 		if err != nil {
@@ -146,9 +137,6 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 // never split: one larger than batch_max_events is a batch of its own. A
 // batch recorded before a takeover is rebuilt to its recorded end instead.
 func (ss *session) collect(ctx context.Context) (*batch, error) {
-	if ss.err != nil {
-		return nil, ss.err
-	}
 	d := ss.d
 	wh := d.wh.Load()
 	b := &batch{start: ss.start}
@@ -156,91 +144,14 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	if ss.target != nil {
 		targetEnd, _ = position.Unmarshal(ss.target.End)
 	}
-	for {
-		wctx, cancel := context.WithTimeout(ctx, d.s.idleAck)
-		dv, err := ss.next(wctx)
-		idle := wctx.Err() != nil
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if idle && errors.Is(err, context.DeadlineExceeded) {
-				d.s.metrics.setLag(wh.ID, nil, d.s.now())
-				if err := ss.ackIdle(ctx); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return nil, err
-		}
-		if dv.Heartbeat {
-			continue
-		}
-		ss.pos = dv.VGtid
-		if len(dv.Events) > 0 {
-			b.add(dv)
-			break
-		}
+	var err error
+	if !targetEnd.IsZero() {
+		err = ss.rebuild(ctx, b, targetEnd)
+	} else {
+		_, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Linger: wh.BatchMaxWait.D()})
 	}
-	linger := time.Now().Add(wh.BatchMaxWait.D())
-	for {
-		if !targetEnd.IsZero() {
-			if position.Of(b.end).Identical(targetEnd) {
-				break
-			}
-			if position.Of(b.end).Compare(targetEnd) != position.Before {
-				// The stream no longer reproduces the recorded batch (a
-				// rebuilt cursor, a copy phase): send what was read as a
-				// new batch.
-				d.log.Info("webhook: recorded batch not reproducible; sending a new one", "recorded", ss.target.ID)
-				targetEnd, ss.target = position.Position{}, nil
-				break
-			}
-			dv, err := ss.feed.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !dv.Heartbeat {
-				b.add(dv)
-				ss.pos = dv.VGtid
-			}
-			continue
-		}
-		if b.events >= wh.BatchMaxEvents {
-			break
-		}
-		dv, ok, err := ss.feed.TryNext(ctx)
-		if err == nil && !ok {
-			wait := time.Until(linger)
-			if wait <= 0 {
-				break
-			}
-			wctx, cancel := context.WithTimeout(ctx, wait)
-			dv, err = ss.feed.Next(wctx)
-			timedOut := wctx.Err() != nil
-			cancel()
-			if err != nil && ctx.Err() == nil && timedOut {
-				break
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			// Deliver what was read; the session ends after this batch.
-			ss.err = err
-			break
-		}
-		if dv.Heartbeat {
-			continue
-		}
-		if b.events+len(dv.Events) > wh.BatchMaxEvents {
-			ss.carry = dv
-			break
-		}
-		b.add(dv)
-		ss.pos = dv.VGtid
+	if err != nil {
+		return nil, err
 	}
 	id := ""
 	if ss.target != nil {
@@ -249,6 +160,63 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	b.finish(wh.ID, wh.Stream, id)
 	d.s.metrics.setLag(wh.ID, b, d.s.now())
 	return b, nil
+}
+
+// rebuild reads a recorded batch again: its first transaction with events,
+// as for any batch, then every transaction up to the recorded end, whatever
+// the limits. It is a session's first batch, so the collector holds nothing
+// back yet and the rest is read from the feed itself.
+func (ss *session) rebuild(ctx context.Context, b *batch, targetEnd position.Position) error {
+	dv, err := ss.c.Next(ctx)
+	if err != nil {
+		return err
+	}
+	in := collecting{ss, b}
+	in.Add(dv)
+	for {
+		if position.Of(b.end).Identical(targetEnd) {
+			return nil
+		}
+		if position.Of(b.end).Compare(targetEnd) != position.Before {
+			// The stream no longer reproduces the recorded batch (a
+			// rebuilt cursor, a copy phase): send what was read as a
+			// new batch.
+			ss.d.log.Info("webhook: recorded batch not reproducible; sending a new one", "recorded", ss.target.ID)
+			ss.target = nil
+			return nil
+		}
+		dv, err := ss.feed.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if !dv.Heartbeat {
+			in.Add(dv)
+		}
+	}
+}
+
+// collecting is the batch being read, as the collector fills it.
+type collecting struct {
+	ss *session
+	b  *batch
+}
+
+// Add implements hub.Batch. Position-only transactions before the batch's
+// first events only move the position read up to: the batch starts at the
+// stored cursor and spans from there to its last transaction.
+func (c collecting) Add(d *hub.Delivery) {
+	c.ss.pos = d.VGtid
+	if c.b.events == 0 && len(d.Events) == 0 {
+		return
+	}
+	c.b.add(d)
+}
+
+// idle runs while no transaction with events comes: the webhook is caught
+// up.
+func (ss *session) idle(ctx context.Context) error {
+	ss.d.s.metrics.setLag(ss.d.wh.Load().ID, nil, ss.d.s.now())
+	return ss.ackIdle(ctx)
 }
 
 // ackIdle stores the position of transactions the filter dropped, so an

@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/source"
+)
+
+// frames splits what a wsConn sent into its messages' payloads.
+func frames(t *testing.T, rec *recordConn) []string {
+	t.Helper()
+	var b []byte
+	for _, w := range rec.writes {
+		b = append(b, w...)
+	}
+	var out []string
+	for len(b) > 0 {
+		if b[0] != 0x81 {
+			t.Fatalf("not a final text frame: %x", b[0])
+		}
+		n, h := int(b[1]), 2
+		switch n {
+		case 126:
+			n, h = int(binary.BigEndian.Uint16(b[2:])), 4
+		case 127:
+			n, h = int(binary.BigEndian.Uint64(b[2:])), 10
+		}
+		out = append(out, string(b[h:h+n]))
+		b = b[h+n:]
+	}
+	return out
+}
+
+// writeTxn marks the end of a transaction on its last event, one message
+// per event or one array per transaction.
+func TestWriteTxn(t *testing.T) {
+	ev := func(i string) event.Event {
+		return event.Event{Type: event.TypeChange, JSON: []byte(`{"type":"change","after":{"id":` + i + `}`)}
+	}
+	d := &hub.Delivery{Txn: &source.Txn{Events: []event.Event{ev("1"), ev("2"), ev("3")}}, Cursor: "c9"}
+	const (
+		e1 = `{"type":"change","after":{"id":1},"cursor":"c9"}`
+		e2 = `{"type":"change","after":{"id":2},"cursor":"c9"}`
+		e3 = `{"type":"change","after":{"id":3},"cursor":"c9","txn_end":true}`
+	)
+	for _, tc := range []struct {
+		batch bool
+		want  []string
+	}{
+		{false, []string{e1, e2, e3}},
+		{true, []string{"[" + e1 + "," + e2 + "," + e3 + "]"}},
+	} {
+		rec := &recordConn{}
+		conn := &wsConn{Conn: rec}
+		buf, err := writeTxn(conn, d, tc.batch, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A one-event transaction, reusing the buffer.
+		one := &hub.Delivery{Txn: &source.Txn{Events: d.Events[2:]}, Cursor: "c9"}
+		if _, err := writeTxn(conn, one, tc.batch, buf); err != nil {
+			t.Fatal(err)
+		}
+		conn.flush()
+		want := append(tc.want, e3)
+		if tc.batch {
+			want[len(want)-1] = "[" + e3 + "]"
+		}
+		got := frames(t, rec)
+		if len(got) != len(want) {
+			t.Fatalf("batch=%t: %d messages %q, want %q", tc.batch, len(got), got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("batch=%t message %d:\n got %s\nwant %s", tc.batch, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// A transaction the token's table scope emptied sends nothing, in either
+// mode.
+func TestWriteTxnEmpty(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		rec := &recordConn{}
+		conn := &wsConn{Conn: rec}
+		d := &hub.Delivery{Txn: &source.Txn{}, Cursor: "c9"}
+		if _, err := writeTxn(conn, d, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+		conn.flush()
+		if len(rec.writes) != 0 {
+			t.Errorf("batch=%t: sent %q for an empty transaction", batch, rec.writes)
+		}
+	}
+}

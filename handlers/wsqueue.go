@@ -1,0 +1,82 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/internal/budget"
+)
+
+// wsMessage is one item of a WebSocket's send queue: a ready message, or
+// a whole transaction whose events the writer encodes and sends one
+// message each. Handing over transactions rather than messages spares a
+// channel operation and an allocation per event: the writer encodes into
+// one reused buffer.
+type wsMessage struct {
+	data   []byte
+	txn    *hub.Delivery
+	cursor string // set when the item ends a transaction
+	weight int    // bytes held in the queue's budget until written
+}
+
+var errSlowConsumer = errors.New("slow consumer")
+
+// wsSink is the producer's end of a WebSocket's send queue.
+type wsSink struct {
+	ctx   context.Context
+	queue chan wsMessage
+	// bytes bounds the queue in bytes as well as in items: a few bulk
+	// transactions must not hold a backlog's worth of memory.
+	bytes *budget.Bytes
+	// slowAfter is how long a full queue may stay full before the client
+	// counts as slow: a replaying client that reads steadily is throttled
+	// (the VStream waits), only one that stops reading is cut off.
+	slowAfter time.Duration
+}
+
+func (s *wsSink) push(m wsMessage) error {
+	held := s.bytes.TryAcquire(m.weight)
+	if held {
+		select {
+		case s.queue <- m:
+			return nil
+		default:
+		}
+	}
+	// The client is behind; it may stay behind for slowAfter.
+	ctx, cancel := context.WithTimeout(s.ctx, s.slowAfter)
+	defer cancel()
+	if !held {
+		if err := s.bytes.Acquire(ctx, m.weight); err != nil {
+			return s.gaveUp()
+		}
+	}
+	select {
+	case s.queue <- m:
+		return nil
+	case <-ctx.Done():
+		s.bytes.Release(m.weight)
+		return s.gaveUp()
+	}
+}
+
+// gaveUp tells a slow consumer from a connection that ended meanwhile.
+func (s *wsSink) gaveUp() error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	return errSlowConsumer
+}
+
+// deliver queues a whole transaction; the writer encodes it (into one
+// reused buffer, sparing an allocation and a channel operation per event).
+func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
+	return s.push(wsMessage{txn: d, cursor: d.Cursor, weight: d.Weight()})
+}
+
+func (s *wsSink) heartbeat(cursor string) error {
+	data := []byte(`{"type":"heartbeat","cursor":"` + cursor + `"}`)
+	return s.push(wsMessage{data: data, cursor: cursor, weight: len(data)})
+}
