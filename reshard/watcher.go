@@ -9,6 +9,8 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/lease"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
@@ -16,11 +18,11 @@ import (
 
 // Watcher records reshard journals while no subscriber is connected
 // (DESIGN §4 rule 2): for every served keyspace, exactly one gateway replica
-// (by a store lease with fencing) streams from its saved position with a
-// filter that selects no rows. vtgate still sends JOURNAL events, and the
-// transactions the filter drops still move the position, so the watcher's
-// position stays current and a replica taking over resumes where the last
-// holder stopped: no journal is missed.
+// (by a store lease with fencing, held through a lease.Runner) streams from
+// its saved position with a filter that selects no rows. vtgate still sends
+// JOURNAL events, and the transactions the filter drops still move the
+// position, so the watcher's position stays current and a replica taking
+// over resumes where the last holder stopped: no journal is missed.
 type Watcher struct {
 	src       Opener
 	st        store.Store
@@ -33,7 +35,7 @@ type Watcher struct {
 	log       *slog.Logger
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running map[string]bool // keyspace → this replica holds its lease (false: waiting for it)
 }
 
 // Opener opens readers; *source.Client is the production one.
@@ -61,7 +63,7 @@ func WithWatcherLogger(l *slog.Logger) WatcherOption { return func(w *Watcher) {
 func NewWatcher(src Opener, st store.Store, reg *Registry, holder string,
 	keyspaces func(ctx context.Context) ([]string, error), onJournal func(ctx context.Context, j *Journal), opts ...WatcherOption) *Watcher {
 	w := &Watcher{src: src, st: st, reg: reg, holder: holder, keyspaces: keyspaces, onJournal: onJournal,
-		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]context.CancelFunc{}}
+		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]bool{}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -69,7 +71,15 @@ func NewWatcher(src Opener, st store.Store, reg *Registry, holder string,
 }
 
 // Run supervises the watchers until ctx ends: it periodically looks for
-// served keyspaces and tries to take the lease of those nobody watches.
+// served keyspaces and, for each one it does not watch or wait for yet,
+// starts a lease runner that waits for the keyspace's lease and streams
+// while it holds it.
+//
+// A store error while renewing does not stop a watch: only the store
+// saying the lease is gone, or no renewal succeeding before the lease may
+// have expired, does (see package lease). Stopping at every failed renewal
+// would reopen the VStream, and release the lease to another replica, at
+// every store hiccup.
 func (w *Watcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -83,26 +93,24 @@ func (w *Watcher) Run(ctx context.Context) {
 		for _, ks := range kss {
 			w.mu.Lock()
 			_, running := w.running[ks]
+			if !running {
+				w.running[ks] = false
+			}
 			w.mu.Unlock()
 			if running {
 				continue
 			}
-			lease, err := w.st.AcquireLease(ctx, leaseName(ks), w.holder, w.ttl)
-			if err != nil {
-				if !errors.Is(err, store.ErrLeaseHeld) && ctx.Err() == nil {
-					w.log.Warn("journal watcher: lease", "keyspace", ks, "err", err)
-				}
-				continue
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			w.mu.Lock()
-			w.running[ks] = cancel
-			w.mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w.watch(wctx, ks, lease)
-				cancel()
+				// The runner logs and counts losses; a watch that ends for
+				// any reason is started again at the next scan.
+				_ = w.runner(ks).Run(ctx, func(ctx context.Context, l store.Lease) error {
+					w.setHolding(ks, true)
+					w.watch(ctx, ks, l)
+					w.setHolding(ks, false)
+					return nil
+				})
 				w.mu.Lock()
 				delete(w.running, ks)
 				w.mu.Unlock()
@@ -116,13 +124,30 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
+// runner holds the lease of keyspace. It asks for a held lease as often as
+// the keyspaces are listed, so a replica takes over from a dead one within
+// the lease time plus a scan interval.
+func (w *Watcher) runner(ks string) *lease.Runner {
+	return lease.New(w.st, leaseName(ks), w.holder, w.ttl,
+		lease.WithKind(metrics.LeaseJournalWatcher), lease.WithLogger(w.log.With("keyspace", ks)),
+		lease.WithRetry(max(w.every/4, time.Millisecond), max(w.every, time.Millisecond)))
+}
+
+func (w *Watcher) setHolding(ks string, holding bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.running[ks] = holding
+}
+
 // Watching lists the keyspaces this replica watches now.
 func (w *Watcher) Watching() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, 0, len(w.running))
-	for ks := range w.running {
-		out = append(out, ks)
+	for ks, holding := range w.running {
+		if holding {
+			out = append(out, ks)
+		}
 	}
 	return out
 }
@@ -131,41 +156,13 @@ func leaseName(keyspace string) string { return "watcher/" + keyspace }
 
 const positionNS = "watcher-positions"
 
-// watch holds the lease of keyspace and streams until the lease is lost or
-// ctx ends.
-func (w *Watcher) watch(ctx context.Context, ks string, lease store.Lease) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	log := w.log.With("keyspace", ks, "holder", w.holder, "token", lease.Token)
+// watch streams keyspace under lease l until ctx ends (the lease is lost
+// or the watcher stops) or the stream fails; every position it saves is
+// fenced with l's token.
+func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
+	log := w.log.With("keyspace", ks, "holder", w.holder, "token", l.Token)
 	log.Info("journal watcher started")
 	defer log.Info("journal watcher stopped")
-
-	var mu sync.Mutex // guards lease
-	go func() {
-		t := time.NewTicker(w.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				mu.Lock()
-				w.st.ReleaseLease(context.WithoutCancel(ctx), lease)
-				mu.Unlock()
-				return
-			case <-t.C:
-			}
-			mu.Lock()
-			l, err := w.st.RenewLease(ctx, lease, w.ttl)
-			if err == nil {
-				lease = l
-			}
-			mu.Unlock()
-			if err != nil {
-				log.Warn("journal watcher lost its lease", "err", err)
-				cancel()
-				return
-			}
-		}
-	}()
 
 	from := source.StartNow(ks)
 	if b, err := w.st.Get(ctx, positionNS, ks); err == nil {
@@ -202,9 +199,6 @@ func (w *Watcher) watch(ctx context.Context, ks string, lease store.Lease) {
 		}
 		if time.Since(saved) >= time.Second || txn.Journal != nil {
 			b, _ := position.Of(txn.VGtid).Marshal()
-			mu.Lock()
-			l := lease
-			mu.Unlock()
 			if err := w.st.PutFenced(ctx, positionNS, ks, b, l.Name, l.Token); err != nil {
 				log.Warn("journal watcher position not saved", "err", err)
 				if errors.Is(err, store.ErrFenced) {

@@ -333,7 +333,7 @@ func newReceiverOn(t *testing.T, l net.Listener, respond func(n int, m *message,
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	m := &message{ID: req.Header.Get(HeaderID), Timestamp: req.Header.Get(HeaderTimestamp),
-		Signature: req.Header.Get(HeaderSignature), Body: body, At: time.Now()}
+		Signature: req.Header.Get(HeaderSignature), Body: body, At: time.Now(), Status: http.StatusNoContent}
 	var parsed struct {
 		Events json.RawMessage `json:"events"`
 		Cursor string          `json:"cursor"`
@@ -352,11 +352,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	n := len(r.msgs)
 	r.msgs = append(r.msgs, m)
 	r.mu.Unlock()
-	m.Status = http.StatusNoContent
-	if r.respond == nil || !r.respond(n, m, w) {
+	// m is visible to the test from here on: the callback sets the status
+	// on a copy, published under the lock once it has answered.
+	c := *m
+	if r.respond == nil || !r.respond(n, &c, w) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 	r.mu.Lock()
+	m.Status = c.Status
 	r.active--
 	r.mu.Unlock()
 	r.got <- struct{}{}

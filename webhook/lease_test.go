@@ -18,7 +18,9 @@ import (
 // call fails.
 type partStore struct {
 	store.Store
-	down atomic.Bool
+	down         atomic.Bool
+	renewRefused atomic.Int32 // renewals that failed while down
+	renewed      atomic.Int32 // renewals that succeeded
 }
 
 var errPartitioned = errors.New("partitioned")
@@ -98,9 +100,14 @@ func (p *partStore) AcquireLease(ctx context.Context, name, holder string, ttl t
 }
 func (p *partStore) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
 	if err := p.err(); err != nil {
+		p.renewRefused.Add(1)
 		return store.Lease{}, err
 	}
-	return p.Store.RenewLease(ctx, l, ttl)
+	l, err := p.Store.RenewLease(ctx, l, ttl)
+	if err == nil {
+		p.renewed.Add(1)
+	}
+	return l, err
 }
 func (p *partStore) ReleaseLease(ctx context.Context, l store.Lease) error {
 	if err := p.err(); err != nil {
@@ -205,6 +212,49 @@ func TestTakeoverAfterPartition(t *testing.T) {
 	last = a.log.len()
 	waitFor(t, "later delivery", 5*time.Second, func() bool { return live.cursorN(v.ID) == last })
 	checkRows(t, r.accepted(), a.log, 2, last)
+}
+
+// A partition shorter than the lease does not move the webhook: the
+// delivering replica keeps its lease (same token) and goes on delivering,
+// and the other never starts.
+func TestShortPartitionKeepsDeliverer(t *testing.T) {
+	a, b, pa, pb := replicas(t)
+	r := newReceiver(t, nil)
+	v := a.create(r.url(), nil)
+	const ttl = 1500 * time.Millisecond
+	sa := a.supervise(WithLeaseTTL(ttl), WithHolder("a"))
+	sb := b.supervise(WithLeaseTTL(ttl), WithHolder("b"))
+	a.log.addN(2, 1)
+	waitFor(t, "delivery", 5*time.Second, func() bool { return a.cursorN(v.ID) == 3 })
+	owner, other, cut := sa, sb, pa
+	if len(sa.Delivering()) == 0 {
+		owner, other, cut = sb, sa, pb
+	}
+	ctx := context.Background()
+	held, err := a.st.GetLease(ctx, leaseName(v.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cut.down.Store(true)
+	waitFor(t, "a refused renewal", 5*time.Second, func() bool { return cut.renewRefused.Load() >= 1 })
+	cut.down.Store(false)
+
+	a.log.addN(2, 1)
+	waitFor(t, "delivery after the partition", 5*time.Second, func() bool { return a.cursorN(v.ID) == 5 })
+	// Four renewals after the partition end more than a lease time after
+	// the last one before it: had the lease lapsed in between, the other
+	// replica (asking at every scan) would hold it now.
+	renewed := cut.renewed.Load()
+	waitFor(t, "renewals after the partition", 5*time.Second, func() bool { return cut.renewed.Load() >= renewed+4 })
+	now, err := a.st.GetLease(ctx, leaseName(v.ID))
+	if err != nil || now.Token != held.Token || now.Holder != held.Holder {
+		t.Fatalf("lease after the partition: %+v, %v; want %+v", now, err, held)
+	}
+	if len(owner.Delivering()) != 1 || len(other.Delivering()) != 0 {
+		t.Fatalf("owner delivers %v, other %v", owner.Delivering(), other.Delivering())
+	}
+	checkRows(t, r.accepted(), a.log, 2, 5)
 }
 
 // A replica shutting down releases its leases: another takes over at once,

@@ -10,16 +10,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/lease"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
 // Supervisor runs on every replica. It periodically lists the webhooks and
-// tries to take the lease of each active one it does not deliver yet; the
-// replica that gets a lease delivers that webhook until it loses the lease
-// or the webhook is paused, disabled or deleted. A replica that dies stops
-// renewing, and another replica takes over once the lease expires.
+// starts, for each active one, a lease runner (package lease) that waits
+// for the webhook's lease; the replica that gets it delivers the webhook
+// until it loses the lease or the webhook is paused, disabled or deleted.
+// A replica that dies stops renewing, and another replica takes over once
+// the lease expires. Store errors do not interrupt delivery, but a
+// replica that cannot renew stops delivering before its lease can expire
+// in the store, so another replica starts only after it stopped (and a
+// frozen replica that wakes up late finds its writes fenced).
 type Supervisor struct {
 	s      *Service
 	holder string
@@ -31,9 +36,12 @@ type Supervisor struct {
 	wg   sync.WaitGroup
 }
 
+// run is one webhook's lease runner on this replica.
 type run struct {
-	d      *deliverer
 	cancel context.CancelFunc
+	// d delivers while this replica holds the lease; nil while it waits
+	// for it. Guarded by Supervisor.mu.
+	d *deliverer
 	// deleted: the webhook vanished; clean up after the deliverer stops
 	// (it may have written its cursor after the delete).
 	deleted bool
@@ -102,8 +110,10 @@ func (sv *Supervisor) Delivering() []string {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	ids := make([]string, 0, len(sv.runs))
-	for id := range sv.runs {
-		ids = append(ids, id)
+	for id, r := range sv.runs {
+		if r.d != nil {
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
@@ -131,9 +141,8 @@ func (sv *Supervisor) scanOnce(ctx context.Context) {
 			dead += n
 		}
 		eligible := !w.Paused && !statuses[w.ID].disabled()
-		var def *streams.Definition
 		if eligible {
-			if def, err = s.streams.Get(ctx, w.Stream); err != nil {
+			if _, err = s.streams.Get(ctx, w.Stream); err != nil {
 				if !errors.Is(err, streams.ErrNotFound) {
 					s.log.Warn("webhook supervisor: cannot load stream", "webhook", w.ID, "stream", w.Stream, "err", err)
 				}
@@ -142,27 +151,17 @@ func (sv *Supervisor) scanOnce(ctx context.Context) {
 		}
 		sv.mu.Lock()
 		r := sv.runs[w.ID]
-		sv.mu.Unlock()
 		if r != nil {
-			if eligible {
-				r.d.wh.Store(w)
-			} else {
+			if !eligible {
 				r.cancel()
+			} else if r.d != nil {
+				r.d.wh.Store(w)
 			}
-			continue
 		}
-		if !eligible {
-			continue
+		sv.mu.Unlock()
+		if r == nil && eligible {
+			sv.start(ctx, w)
 		}
-		asked := time.Now()
-		l, err := s.st.AcquireLease(ctx, leaseName(w.ID), sv.holder, sv.ttl)
-		if err != nil {
-			if !errors.Is(err, store.ErrLeaseHeld) && ctx.Err() == nil {
-				s.log.Warn("webhook supervisor: cannot acquire lease", "webhook", w.ID, "err", err)
-			}
-			continue
-		}
-		sv.start(ctx, w, def, l, asked.Add(sv.ttl))
 	}
 	// Every replica reports the same total: aggregate with max, not sum.
 	metrics.WebhookDeadLetters(dead)
@@ -176,93 +175,96 @@ func (sv *Supervisor) scanOnce(ctx context.Context) {
 	sv.mu.Unlock()
 }
 
-func (st *Status) disabled() bool { return st != nil && st.Disabled }
-
-// start runs a deliverer for w under lease l, and keeps the lease renewed
-// while it runs. expires is when the lease must be presumed lost unless
-// renewed.
-func (sv *Supervisor) start(parent context.Context, w *Webhook, def *streams.Definition, l store.Lease, expires time.Time) {
-	s := sv.s
+// start runs webhook w's lease runner: it waits for the lease, and
+// delivers while it holds it.
+func (sv *Supervisor) start(parent context.Context, w *Webhook) {
 	ctx, cancel := context.WithCancel(parent)
-	r := &run{d: newDeliverer(s, def, w, l), cancel: cancel}
+	r := &run{cancel: cancel}
 	sv.mu.Lock()
 	sv.runs[w.ID] = r
 	sv.mu.Unlock()
-	s.metrics.leases.Inc()
-	r.d.log.Info("webhook lease acquired; delivering", "holder", sv.holder)
+	// A held lease is asked for as often as the webhooks are listed, so a
+	// replica takes over from a dead one within ttl + scan.
+	lr := lease.New(sv.s.st, leaseName(w.ID), sv.holder, sv.ttl,
+		lease.WithKind(metrics.LeaseWebhook), lease.WithLogger(sv.s.log.With("webhook", w.ID)),
+		lease.WithRetry(max(sv.scan/4, time.Millisecond), max(sv.scan, time.Millisecond)))
 	sv.wg.Add(1)
 	go func() {
 		defer sv.wg.Done()
-		renewed := make(chan struct{})
-		go func() {
-			defer close(renewed)
-			sv.keepLease(ctx, cancel, r.d, expires)
-		}()
-		err := r.d.run(ctx)
+		err := lr.Run(ctx, func(ctx context.Context, l store.Lease) error { return sv.deliver(ctx, r, w.ID, l) })
 		cancel()
-		<-renewed
 		sv.finish(w, r, err)
 	}()
 }
 
-// keepLease renews the lease every ttl/3 until ctx ends. When the lease is
-// lost — or not renewed by the time it may have expired — the deliverer is
-// cancelled: its fenced writes would fail anyway, and it must stop sending
-// before another replica may start. Expiry is judged conservatively, from
-// when each renewal was asked for, not from when it was answered.
-func (sv *Supervisor) keepLease(ctx context.Context, cancel context.CancelFunc, d *deliverer, expires time.Time) {
-	every := sv.ttl / 3
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	expiry := time.NewTimer(time.Until(expires))
-	defer expiry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-expiry.C:
-			d.log.Warn("webhook lease not renewed in time, presumed lost; stopping")
-			cancel()
-			return
-		case <-tick.C:
-		}
-		asked := time.Now()
-		rctx, rcancel := context.WithTimeout(ctx, every)
-		_, err := sv.s.st.RenewLease(rctx, d.lease, sv.ttl) // the token is unchanged by a renewal
-		rcancel()
-		switch {
-		case err == nil:
-			expiry.Reset(time.Until(asked.Add(sv.ttl)))
-		case errors.Is(err, store.ErrLeaseLost):
-			d.log.Warn("webhook lease lost; stopping")
-			cancel()
-			return
-		case ctx.Err() != nil:
-			return
-		default:
-			d.log.Warn("webhook lease renewal failed", "err", err)
-		}
+// deliver runs while this replica holds webhook id's lease l. It reads
+// the webhook afresh first: the scan that started the runner may predate
+// the acquisition, and a pause or delete in between revokes the lease,
+// which this replica may just have taken.
+func (sv *Supervisor) deliver(ctx context.Context, r *run, id string, l store.Lease) error {
+	s := sv.s
+	w, def, err := sv.load(ctx, id)
+	if w == nil || err != nil {
+		return err // Run releases the lease
 	}
+	d := newDeliverer(s, def, w, l)
+	sv.mu.Lock()
+	r.d = d
+	sv.mu.Unlock()
+	s.metrics.leases.Inc()
+	defer s.metrics.leases.Dec()
+	d.log.Info("webhook delivery started", "holder", sv.holder)
+	return d.run(ctx)
 }
 
-// finish releases the lease and, for a deleted webhook, removes what the
-// deliverer may have written after the delete.
+// load returns webhook id with its stream's definition, or nil if it is
+// not to be delivered: deleted, paused, disabled, or its stream gone.
+func (sv *Supervisor) load(ctx context.Context, id string) (*Webhook, *streams.Definition, error) {
+	s := sv.s
+	w, err := s.repo.get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil || w.Paused {
+		return nil, nil, err
+	}
+	if st, err := s.repo.status(ctx, id); err != nil || st.disabled() {
+		return nil, nil, err
+	}
+	def, err := s.streams.Get(ctx, w.Stream)
+	if errors.Is(err, streams.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, def, nil
+}
+
+func (st *Status) disabled() bool { return st != nil && st.Disabled }
+
+// finish forgets the run once its lease is released and, for a deleted
+// webhook, removes what the deliverer may have written after the delete.
 func (sv *Supervisor) finish(w *Webhook, r *run, err error) {
 	s := sv.s
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if rerr := s.st.ReleaseLease(ctx, r.d.lease); rerr != nil && !errors.Is(rerr, store.ErrLeaseLost) {
-		r.d.log.Warn("webhook lease not released", "err", rerr)
-	}
 	sv.mu.Lock()
-	deleted := r.deleted
+	d, deleted := r.d, r.deleted
 	if sv.runs[w.ID] == r {
 		delete(sv.runs, w.ID)
 	}
 	sv.mu.Unlock()
-	s.metrics.leases.Dec()
+	if d == nil {
+		// This replica did not deliver it: it stopped waiting for the
+		// lease, or found the webhook no longer to be delivered.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("webhook lease runner stopped", "webhook", w.ID, "err", err)
+		}
+		return
+	}
 	s.metrics.forget(w.ID)
 	if deleted {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		if _, gerr := s.repo.get(ctx, w.ID); errors.Is(gerr, ErrNotFound) {
 			s.repo.forget(ctx, w.ID)
 			s.cursors.Delete(ctx, w.Stream, w.Subscriber())
@@ -270,9 +272,9 @@ func (sv *Supervisor) finish(w *Webhook, r *run, err error) {
 	}
 	switch {
 	case errors.Is(err, ErrGone):
-		r.d.log.Warn("webhook delivery stopped: disabled by the receiver")
+		d.log.Warn("webhook delivery stopped: disabled by the receiver")
 	default:
-		r.d.log.Info("webhook delivery stopped", "reason", stopReason(err))
+		d.log.Info("webhook delivery stopped", "reason", stopReason(err))
 	}
 }
 
@@ -280,6 +282,10 @@ func stopReason(err error) string {
 	switch {
 	case err == nil:
 		return "done"
+	case errors.Is(err, lease.ErrExpired):
+		return "lease presumed lost (not renewed in time)"
+	case errors.Is(err, lease.ErrLost):
+		return "lease lost"
 	case errors.Is(err, store.ErrFenced):
 		return "lease lost (fenced)"
 	case errors.Is(err, context.Canceled), errors.Is(err, errStopped):

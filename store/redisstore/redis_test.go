@@ -4,120 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore/redistest"
 	"github.com/vstream-gateway/vstream-gateway/store/storetest"
 )
 
-// Tests run against a real Redis: VSG_TEST_REDIS (a redis:// URL) if set,
-// otherwise a private redis-server started by TestMain. Without a
-// redis-server binary the tests skip, unless CI is set, where that is a
-// failure: CI must not go green without having run them.
+// Tests run against a real Redis (see redistest): a private redis-server
+// unless VSG_TEST_REDIS names one.
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
 var (
-	testURL    string
-	skipReason string
+	uniquePrefix = redistest.Prefix
+	newStore     = redistest.NewStore
+	adminClient  = redistest.Client
+	keysOf       = redistest.Keys
 )
-
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	if u := os.Getenv("VSG_TEST_REDIS"); u != "" {
-		testURL = u
-		return m.Run()
-	}
-	bin := findRedisServer()
-	if bin == "" {
-		msg := "redis-server not found: install it, set VSG_REDIS_SERVER to its path, or set VSG_TEST_REDIS to a redis:// URL"
-		if os.Getenv("CI") != "" {
-			fmt.Fprintln(os.Stderr, "FAIL: "+msg+" (CI is set, so the Redis tests may not be skipped)")
-			return 1
-		}
-		skipReason = msg
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "vsg-redis-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := startRedis(bin, dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: start redis-server:", err)
-		return 1
-	}
-	defer srv.stop()
-	testURL = srv.url
-	return m.Run()
-}
-
-var prefixSeq atomic.Uint64
-
-// uniquePrefix keeps concurrent tests, and concurrent test binaries sharing
-// VSG_TEST_REDIS, apart.
-func uniquePrefix() string {
-	return fmt.Sprintf("vsgtest-%d-%d-%08x", os.Getpid(), prefixSeq.Add(1), rand.Uint32())
-}
-
-// newStore opens a store under prefix and removes the prefix's keys when the
-// test ends.
-func newStore(tb testing.TB, prefix string) *redisstore.Store {
-	tb.Helper()
-	if skipReason != "" {
-		tb.Skip(skipReason)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := redisstore.New(ctx, testURL, redisstore.WithPrefix(prefix))
-	if err != nil {
-		tb.Fatalf("New: %v", err)
-	}
-	tb.Cleanup(func() {
-		_ = s.Close()
-		c := adminClient(tb)
-		for _, k := range keysOf(tb, c, prefix) {
-			c.Del(context.Background(), k)
-		}
-	})
-	return s
-}
-
-func adminClient(tb testing.TB) *redis.Client {
-	tb.Helper()
-	o, err := redis.ParseURL(testURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := redis.NewClient(o)
-	tb.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// keysOf lists the keys under prefix, sorted.
-func keysOf(tb testing.TB, c *redis.Client, prefix string) []string {
-	tb.Helper()
-	var keys []string
-	it := c.Scan(context.Background(), 0, "{"+prefix+"}:*", 100).Iterator()
-	for it.Next(context.Background()) {
-		keys = append(keys, it.Val())
-	}
-	if err := it.Err(); err != nil {
-		tb.Fatalf("scan: %v", err)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, uniquePrefix()) })
@@ -260,9 +169,7 @@ func TestPrefixesIsolated(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	testURL := redistest.URL(t)
 	for _, tc := range []struct{ name, url, prefix string }{
 		{"bad scheme", "http://127.0.0.1:6379", "p"},
 		{"unreachable", "redis://127.0.0.1:1/0?dial_timeout=1s", "p"},
@@ -284,9 +191,6 @@ func TestNewErrors(t *testing.T) {
 }
 
 func TestNewFromClientKeepsClient(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
 	ctx := context.Background()
 	c := adminClient(t)
 	s, err := redisstore.NewFromClient(ctx, c, redisstore.WithPrefix(uniquePrefix()))

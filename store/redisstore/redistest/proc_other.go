@@ -1,6 +1,6 @@
 //go:build !linux
 
-package redisstore_test
+package redistest
 
 import "os/exec"
 
