@@ -53,7 +53,17 @@ func setup(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("build gateway: %w", err)
 	}
 
-	cluster, err = vtlocal.New(vtlocal.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	opts := []vtlocal.Option{vtlocal.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	// A private cluster beside the shared one (its own data root, every
+	// port shifted), for running two suites at once.
+	if off := os.Getenv("VSG_E2E_PORT_OFFSET"); off != "" {
+		n, err := strconv.Atoi(off)
+		if err != nil {
+			return 0, fmt.Errorf("VSG_E2E_PORT_OFFSET: %w", err)
+		}
+		opts = append(opts, vtlocal.WithPortOffset(n), vtlocal.WithDataRoot(vtlocal.DefaultDataRoot+"-"+off))
+	}
+	cluster, err = vtlocal.New(opts...)
 	if err != nil {
 		return 0, err
 	}
