@@ -75,7 +75,7 @@ func (r rebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Jo
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
 	e := &env{fake: fakevtgate.New(t)}
 	e.fake.SetCreateTable("t", "CREATE TABLE `t` (`id` bigint(20) NOT NULL, `doc` longtext, PRIMARY KEY (`id`))")
@@ -96,11 +96,14 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.reg = reshard.NewRegistry(e.st)
-	e.hub = New(e.src, codec, e.st, WithLogger(quiet()), WithRebuilder(rebuilder{e.src, e.reg}, func(_ string, o reshard.Outcome) {
+	// These tests script every VStream call in order: each reader reads on
+	// a VStream of its own (tails have tests of their own).
+	opts = append([]Option{WithLogger(quiet()), WithTails(TailOptions{}), WithRebuilder(rebuilder{e.src, e.reg}, func(_ string, o reshard.Outcome) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.outcomes = append(e.outcomes, o)
-	}))
+	})}, opts...)
+	e.hub = New(e.src, codec, e.st, opts...)
 	t.Cleanup(e.hub.Close)
 	e.def = &streams.Definition{Name: "orders", Keyspace: ks, Tables: []string{"t"}, CreatedAt: time.Unix(1_700_000_000, 0)}
 	if err := e.def.Normalize(); err != nil {

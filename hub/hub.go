@@ -48,8 +48,12 @@ type Hub struct {
 	spoolMaxEvents int
 	spoolMaxBytes  int
 
+	tailOpts TailOptions
+
 	mu     sync.Mutex
 	parked map[string]*parked // by stream + "\x00" + token
+	tails  map[string]*tail   // by stream name
+	closed bool
 	wg     sync.WaitGroup
 }
 
@@ -81,7 +85,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
-		parked: map[string]*parked{},
+		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 	}
 	for _, o := range opts {
 		o(h)
@@ -93,6 +97,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 // owners.
 func (h *Hub) Close() {
 	h.mu.Lock()
+	h.closed = true
 	for k, p := range h.parked {
 		p.timer.Stop()
 		delete(h.parked, k)
@@ -100,6 +105,7 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	h.cancel()
+	h.wg.Wait()
 }
 
 // StartPosition is where a reader without a cursor begins.

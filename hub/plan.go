@@ -37,8 +37,15 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 	var srcs []txnSource
 	live := pos
 	outcome := reshard.Passthrough
+	fromTail := false
 	if position.Of(pos).AtOpen() {
-		if cur, ok := h.src.(currentPositioner); ok {
+		// A reader from "now" starts at the tail's head, if there is a
+		// tail: no VStream of its own, not even to learn the position.
+		if head := h.tailHead(ctx, def); head != nil {
+			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: head}}})
+			live, fromTail = head, true
+		}
+		if cur, ok := h.src.(currentPositioner); ok && !fromTail {
 			p, err := cur.Current(ctx, def.Keyspace)
 			if err != nil {
 				return nil, err
@@ -91,8 +98,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 		}
 		h.observed(def, outcome, d)
 	}
-	spec := source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()}
-	srcs = append(srcs, &lazySource{open: func() txnSource { return h.src.Open(h.ctx, spec, live) }})
+	srcs = append(srcs, h.follow(def, live))
 	return chain(srcs...), nil
 }
 

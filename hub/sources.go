@@ -18,6 +18,13 @@ type txnSource interface {
 	Close()
 }
 
+// tokenSource is a source that can name the cursor token of its last
+// delivery itself (the tail's, shared by every reader in step with it), so
+// that it is not encoded once per reader.
+type tokenSource interface {
+	cursorToken() string
+}
+
 // sliceSource yields fixed transactions, then io.EOF.
 type sliceSource struct{ txns []*source.Txn }
 
@@ -105,6 +112,13 @@ func (c *chainSource) TryNext() (*source.Txn, bool, error) {
 }
 
 func (c *chainSource) Buffered() int { return c.srcs[0].Buffered() }
+
+func (c *chainSource) cursorToken() string {
+	if ts, ok := c.srcs[0].(tokenSource); ok {
+		return ts.cursorToken()
+	}
+	return ""
+}
 
 func (c *chainSource) Close() {
 	for _, s := range c.srcs {

@@ -7,7 +7,6 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
-	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -153,7 +152,6 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 			s.snapshot = false
 		}
 	}
-	metrics.EventsIn(s.def.Name, len(txn.Events))
 	switch {
 	case txn.Heartbeat:
 		s.caughtUp = true
@@ -163,7 +161,14 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	if txn.Heartbeat && s.token != "" {
 		return &Delivery{Txn: txn, Cursor: s.token}, nil
 	}
-	tok, err := s.hub.Token(ctx, s.def, txn.VGtid)
+	tok := ""
+	if ts, ok := s.r.(tokenSource); ok {
+		tok = ts.cursorToken()
+	}
+	var err error
+	if tok == "" {
+		tok, err = s.hub.Token(ctx, s.def, txn.VGtid)
+	}
 	if err != nil {
 		s.failed = true
 		return nil, fmt.Errorf("hub: cursor for stream %s: %w", s.def.Name, err)

@@ -39,9 +39,29 @@ const (
 )
 
 var (
+	tails = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_tails",
+		Help: "Running stream tails (one upstream VStream shared by every caught-up reader of a stream), by stream.",
+	}, []string{"stream"})
+	ringEntries = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_tail_ring_entries",
+		Help: "Transactions held in a stream tail's history ring.",
+	}, []string{"stream"})
+	ringBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_tail_ring_bytes",
+		Help: "Bytes of encoded events held in a stream tail's history ring.",
+	}, []string{"stream"})
+	tailJoins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_tail_joins_total",
+		Help: "Readers that joined a stream tail: direct (their cursor was in the ring) or caught_up (after a catch-up VStream of their own).",
+	}, []string{"stream", "how"})
+	tailLeaves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_tail_leaves_total",
+		Help: "Readers that left a stream tail for a VStream of their own: fell_behind (slower than the ring is long) or tail_stopped.",
+	}, []string{"stream", "reason"})
 	eventsIn = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vsg_events_in_total",
-		Help: "Events read from vtgate, by stream (each VStream the gateway runs counts its own).",
+		Help: "Events read from vtgate, by stream: once per VStream the gateway runs (a stream's tail counts each event once, whatever the number of readers following it).",
 	}, []string{"stream"})
 	eventsOut = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vsg_events_out_total",
@@ -104,7 +124,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds,
 		authFailures, refusals, httpRequests, httpDuration, webhookAttempts, webhookDeadLetters,
-		wsDisconnects,
+		wsDisconnects, tails, ringEntries, ringBytes, tailJoins, tailLeaves,
 	)
 	// Series that exist from the start, so that rate() and alerts see a 0
 	// rather than nothing before the first occurrence.
@@ -123,6 +143,28 @@ func init() {
 func Handler() http.Handler {
 	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
 }
+
+// TailStarted and TailStopped track the running stream tails.
+func TailStarted(stream string) { tails.WithLabelValues(stream).Inc() }
+
+// TailStopped: see TailStarted. The ring gauges go with the tail.
+func TailStopped(stream string) {
+	tails.WithLabelValues(stream).Dec()
+	ringEntries.DeleteLabelValues(stream)
+	ringBytes.DeleteLabelValues(stream)
+}
+
+// TailRing reports a tail's ring fill.
+func TailRing(stream string, entries, bytes int) {
+	ringEntries.WithLabelValues(stream).Set(float64(entries))
+	ringBytes.WithLabelValues(stream).Set(float64(bytes))
+}
+
+// TailJoins counts a reader joining a tail ("direct" or "caught_up").
+func TailJoins(stream, how string) { tailJoins.WithLabelValues(stream, how).Inc() }
+
+// TailLeaves counts a reader leaving a tail ("fell_behind", "tail_stopped").
+func TailLeaves(stream, reason string) { tailLeaves.WithLabelValues(stream, reason).Inc() }
 
 // EventsIn counts n events read from vtgate for stream.
 func EventsIn(stream string, n int) {

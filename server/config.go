@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
+	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
 // Config is the gateway configuration. Every flag can also be given as a
@@ -50,6 +51,9 @@ type Config struct {
 	WSQueue          int
 	WSQueueBytes     int
 	ReadAhead        int
+	RingBytes        int
+	RingEntries      int
+	TailIdle         time.Duration
 	WSSlowAfter      time.Duration
 	MaxLimit         int
 	DefaultLimit     int
@@ -116,6 +120,9 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.WSQueue, "ws-queue", 4096, "transactions (and heartbeats) queued per WebSocket")
 	d.integer(&c.WSQueueBytes, "ws-queue-bytes", 4<<20, "bytes of events queued per WebSocket (a queue is full at either bound)")
 	d.integer(&c.ReadAhead, "read-ahead", 4<<20, "bytes of events each VStream reader buffers ahead of its client; past it vtgate is paused")
+	d.integer(&c.RingBytes, "ring-bytes", hub.DefaultTailOptions.RingBytes, "bytes of recent transactions each stream's tail keeps in memory: readers whose cursor is inside are served without a VStream of their own")
+	d.integer(&c.RingEntries, "ring-entries", hub.DefaultTailOptions.RingEntries, "transactions each stream's tail keeps (the ring is full at either bound); 0: no shared tail, every reader gets a VStream of its own")
+	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
 	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
@@ -195,6 +202,8 @@ func (c *Config) validate() error {
 		return configErr("--ws-queue and --ws-queue-bytes must be positive")
 	case c.ReadAhead < 1:
 		return configErr("--read-ahead must be positive")
+	case c.RingBytes < 1 || c.RingEntries < 0 || c.TailIdle < 0:
+		return configErr("--ring-bytes must be positive, --ring-entries and --tail-idle not negative")
 	case c.JWTCacheSize < 0 || c.JWTCacheTTL < 0:
 		return configErr("--jwt-cache-size and --jwt-cache-ttl must not be negative")
 	case c.MaxLimit < 1 || c.DefaultLimit < 1 || c.DefaultLimit > c.MaxLimit:

@@ -89,7 +89,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		}
 		log.Info("streams loaded", "file", cfg.StreamsFile, "count", n)
 	}
-	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log),
+	tails := hub.DefaultTailOptions
+	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
+	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild))
 	s.journals, s.streams = journals, reg
 	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),

@@ -220,12 +220,13 @@ func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
 			"from": from, "to": to, "journal_id": fmt.Sprint(j.Id),
 		}))
 	}
+	done := a.journalDone(j)
 	if a.cur != nil {
-		a.cur.Journal = j
+		a.cur.Journal, a.cur.JournalDone = j, done
 		a.cur.Events = append(a.cur.Events, events...)
 		return nil
 	}
-	return a.emit(&Txn{Events: events, Journal: j})
+	return a.emit(&Txn{Events: events, Journal: j, JournalDone: done})
 }
 
 // Control encodes a control event. They are rare, so encoding/json is fine.

@@ -14,6 +14,7 @@ import (
 	"vitess.io/vitess/go/vt/vterrors"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 )
 
 // ErrStopped is returned by Next after a reader opened with StopOnReshard
@@ -215,6 +216,7 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 				return asm.pos, progressed, journal, ctx.Err()
 			}
 			progressed = true
+			metrics.EventsIn(r.spec.Name, len(txn.Events))
 		}
 	}
 }

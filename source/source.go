@@ -53,6 +53,10 @@ type Txn struct {
 	CommitTS int64
 	// Journal is set when this is a reshard cutover.
 	Journal *binlogdatapb.Journal
+	// JournalDone is set on the transaction that carries the JOURNAL of the
+	// last participant: every old shard has delivered all it had, and the
+	// stream continues on the journal's shards.
+	JournalDone bool
 	// Heartbeat is set for vtgate heartbeats (no position change).
 	Heartbeat bool
 	// Received is when the gateway read the last event of the transaction.

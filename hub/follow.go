@@ -1,0 +1,269 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// followSource is the live part of every subscription: it reads the stream
+// from the reader's position, on the stream's tail when the tail's ring
+// covers that position, otherwise on a VStream of its own (catch-up) that it
+// leaves for the tail as soon as the ring covers the position it reached.
+//
+// Joining is decided per shard (DESIGN §5.3): from the ring entry it joins
+// at, the reader gets on each shard exactly the transactions its own
+// position on that shard does not hold, in the tail's order, and its
+// position after each is its own with that shard advanced. A reader that
+// falls out of the ring (slower than the ring is long), or whose tail
+// stops, goes on privately from where it is; it never slows the tail.
+type followSource struct {
+	h    *Hub
+	def  *streams.Definition
+	spec source.Spec
+	pos  *binlogdatapb.VGtid
+
+	t       *tail // held from creation to Close
+	ring    *ring // set while following the tail
+	seq     uint64
+	aligned bool   // pos equals the tail's position before entry seq
+	tok     string // token of the last delivery, when it is the tail's
+
+	private txnSource // the catch-up VStream, while there is one
+	closed  sync.Once
+	// sinceJoinCheck counts catch-up deliveries since the last attempt to
+	// join: a reader far behind does not try after every transaction.
+	sinceJoinCheck int
+}
+
+// joinCheckEvery bounds how many catch-up transactions pass between two
+// attempts to join the tail while the catch-up still has more buffered.
+const joinCheckEvery = 256
+
+func (h *Hub) follow(def *streams.Definition, pos *binlogdatapb.VGtid) *followSource {
+	return &followSource{
+		h: h, def: def, pos: pos,
+		spec: source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()},
+		t:    h.acquireTail(def),
+	}
+}
+
+// joinable reports whether the position can be served by a tail at all:
+// a copy phase reads privately until it is done.
+func joinable(pos *binlogdatapb.VGtid) bool {
+	p := position.Of(pos)
+	return p.Concrete() && !p.Copying()
+}
+
+// tryJoin moves the reader onto the tail if its ring covers pos.
+func (f *followSource) tryJoin() bool {
+	if f.t == nil || !joinable(f.pos) {
+		return false
+	}
+	r := f.t.current()
+	if r == nil {
+		return false
+	}
+	seq, ok := r.joinAt(f.pos)
+	if !ok {
+		return false
+	}
+	if f.private != nil {
+		f.private.Close()
+		f.private = nil
+		metrics.TailJoins(f.def.Name, "caught_up")
+	} else {
+		metrics.TailJoins(f.def.Name, "direct")
+	}
+	f.ring, f.seq = r, seq
+	head, next := r.head()
+	f.aligned = seq == next && position.Of(f.pos).Identical(position.Of(head))
+	return true
+}
+
+// leave continues privately after the tail could not serve the reader.
+func (f *followSource) leave(err error) {
+	reason := "tail_stopped"
+	if errors.Is(err, errFellOff) {
+		reason = "fell_behind"
+		f.h.log.Info("reader fell behind the stream tail's history; continuing on a VStream of its own", "stream", f.def.Name)
+	}
+	metrics.TailLeaves(f.def.Name, reason)
+	f.ring = nil
+	f.aligned = false
+}
+
+func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
+	for {
+		if f.ring != nil {
+			e, err := f.ring.get(ctx, f.seq, true)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				f.leave(err)
+				continue
+			}
+			f.seq++
+			if txn, ok := f.take(e); ok {
+				return txn, nil
+			}
+			continue
+		}
+		if f.private == nil {
+			// A tail still starting is not waited for: it starts at the
+			// live end, where a reader with a cursor is rarely exactly.
+			if f.tryJoin() {
+				continue
+			}
+			f.private = f.h.src.Open(f.h.ctx, f.spec, f.pos)
+		} else if f.sinceJoinCheck >= joinCheckEvery || f.private.Buffered() == 0 {
+			f.sinceJoinCheck = 0
+			if f.tryJoin() {
+				continue
+			}
+		}
+		txn, err := f.private.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		f.sinceJoinCheck++
+		f.tok = ""
+		if !txn.Heartbeat {
+			f.pos = txn.VGtid
+		}
+		return txn, nil
+	}
+}
+
+func (f *followSource) TryNext() (*source.Txn, bool, error) {
+	for {
+		if f.ring != nil {
+			e, err := f.ring.get(context.Background(), f.seq, false)
+			if err != nil {
+				f.leave(err)
+				continue
+			}
+			if e == nil {
+				return nil, false, nil
+			}
+			f.seq++
+			if txn, ok := f.take(e); ok {
+				return txn, true, nil
+			}
+			continue
+		}
+		if f.private == nil {
+			if f.tryJoin() {
+				continue
+			}
+			f.private = f.h.src.Open(f.h.ctx, f.spec, f.pos)
+		}
+		txn, ok, err := f.private.TryNext()
+		if ok {
+			f.sinceJoinCheck++
+			f.tok = ""
+			if !txn.Heartbeat {
+				f.pos = txn.VGtid
+			}
+		}
+		return txn, ok, err
+	}
+}
+
+// take turns ring entry e into the reader's delivery, or reports false when
+// the reader has it already (its position holds e on every shard e moves).
+func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
+	if e.txn.Heartbeat {
+		out := *e.txn
+		out.VGtid = f.pos
+		f.tok = ""
+		return &out, true
+	}
+	if !f.aligned && len(e.moved) > 0 && f.holds(e) {
+		return nil, false
+	}
+	if f.aligned {
+		f.pos = e.after
+	} else {
+		f.pos = advance(f.pos, e)
+		f.aligned = position.Of(f.pos).Identical(position.Of(e.after))
+	}
+	f.tok = ""
+	if f.aligned {
+		f.tok, _ = e.token(func(v *binlogdatapb.VGtid) (string, error) {
+			return f.h.Token(context.Background(), f.def, v)
+		})
+	}
+	out := *e.txn
+	out.VGtid = f.pos
+	return &out, true
+}
+
+// holds reports whether the reader's position already includes every shard
+// position e moves to.
+func (f *followSource) holds(e *ringEntry) bool {
+	mine, theirs := position.Of(f.pos), position.Of(e.after)
+	for _, shard := range e.moved {
+		m, ok1 := mine.Lookup(f.def.Keyspace, shard)
+		t, ok2 := theirs.Lookup(f.def.Keyspace, shard)
+		if !ok1 || !ok2 || !m.Covers(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// advance is the reader's position after entry e: the shards e moves (and
+// shards new to the reader, after a reshard) at the tail's positions, the
+// reader's own positions elsewhere; shards the tail no longer reads are
+// dropped.
+func advance(pos *binlogdatapb.VGtid, e *ringEntry) *binlogdatapb.VGtid {
+	mine := position.Of(pos)
+	var out []position.Shard
+	for _, s := range position.Of(e.after).Shards() {
+		if m, ok := mine.Lookup(s.Keyspace, s.Shard); ok && !slices.Contains(e.moved, s.Shard) {
+			s = m
+		}
+		out = append(out, s)
+	}
+	return position.New(out...).VGtid()
+}
+
+// cursorToken returns the token of the last delivery when it is the
+// tail's own (shared by every reader in step with the tail), or "".
+func (f *followSource) cursorToken() string { return f.tok }
+
+func (f *followSource) Buffered() int {
+	if f.ring != nil {
+		return f.ring.available(f.seq)
+	}
+	if f.private != nil {
+		return f.private.Buffered()
+	}
+	return 0
+}
+
+// Close may be called more than once (a parked subscription's timer and
+// its owner), never concurrently with Next.
+func (f *followSource) Close() {
+	f.closed.Do(func() {
+		if f.private != nil {
+			f.private.Close()
+		}
+		if f.t != nil {
+			f.t.release()
+		}
+	})
+}
+
+// onTail reports whether the reader currently follows the tail.
+func (f *followSource) onTail() bool { return f.ring != nil }

@@ -1,0 +1,267 @@
+package hub
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// A tail is the one upstream VStream of a stream definition in this process
+// (DESIGN §5). It reads the stream from the live end into a ring, and every
+// reader whose position the ring covers follows it there: a reader costs
+// the database nothing, and its transactions are encoded once for all.
+// Readers further behind catch up on a VStream of their own and join the
+// tail once they reach the ring (see follow.go).
+type tail struct {
+	h    *Hub
+	def  *streams.Definition
+	spec source.Spec
+
+	ready  chan struct{} // closed once ring is set (or the start failed)
+	ring   *ring
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	users    atomic.Int32
+	lastUsed atomic.Int64 // unix nanos of the last release
+	idleStop atomic.Bool  // the tail stopped for want of readers
+}
+
+// TailOptions bound each tail's history ring and how long a tail without
+// readers keeps running (so that pollers and reconnecting browsers find it).
+type TailOptions struct {
+	RingBytes   int
+	RingEntries int
+	Idle        time.Duration
+	// StartWait bounds how long a reader waits for a starting tail before
+	// it reads on a VStream of its own.
+	StartWait time.Duration
+}
+
+// DefaultTailOptions are the defaults of --ring-bytes, --ring-entries and
+// --tail-idle.
+var DefaultTailOptions = TailOptions{RingBytes: 64 << 20, RingEntries: 100_000, Idle: 2 * time.Minute, StartWait: 10 * time.Second}
+
+// WithTails turns the shared fan-out on (it is on by default) or, with
+// RingEntries 0, off: every reader then has a VStream of its own.
+func WithTails(o TailOptions) Option { return func(h *Hub) { h.tailOpts = o } }
+
+// acquireTail returns the running tail of def, starting one if needed, with
+// one more user counted; nil when tails are off. release must follow.
+func (h *Hub) acquireTail(def *streams.Definition) *tail {
+	if h.tailOpts.RingEntries <= 0 {
+		return nil
+	}
+	if _, ok := h.src.(currentPositioner); !ok {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	t := h.tails[def.Name]
+	if t != nil && !sameDefinition(t.def, def) {
+		// The stream was defined again: its old tail reads the old filter.
+		delete(h.tails, def.Name)
+		t.cancel()
+		t = nil
+	}
+	if t == nil {
+		t = h.startTail(def)
+		h.tails[def.Name] = t
+	}
+	t.users.Add(1)
+	return t
+}
+
+func (t *tail) release() {
+	t.lastUsed.Store(time.Now().UnixNano())
+	t.users.Add(-1)
+}
+
+func (h *Hub) startTail(def *streams.Definition) *tail {
+	ctx, cancel := context.WithCancel(h.ctx)
+	t := &tail{
+		h: h, def: def,
+		spec:   source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()},
+		ready:  make(chan struct{}),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	t.lastUsed.Store(time.Now().UnixNano())
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(t.done)
+		t.run(ctx)
+	}()
+	return t
+}
+
+// wait returns the tail's ring once it has its starting position, or nil
+// when it failed to start or did not within the StartWait.
+func (t *tail) wait(ctx context.Context) *ring {
+	timer := time.NewTimer(t.h.tailOpts.StartWait)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+		return t.ring
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// tailHead returns the head position of def's tail, starting the tail if
+// needed, or nil when there is none.
+func (h *Hub) tailHead(ctx context.Context, def *streams.Definition) *binlogdatapb.VGtid {
+	t := h.acquireTail(def)
+	if t == nil {
+		return nil
+	}
+	defer t.release()
+	r := t.wait(ctx)
+	if r == nil {
+		return nil
+	}
+	head, _ := r.head()
+	return head
+}
+
+// current returns the ring if the tail has started, without waiting.
+func (t *tail) current() *ring {
+	select {
+	case <-t.ready:
+		return t.ring
+	default:
+		return nil
+	}
+}
+
+func (t *tail) run(ctx context.Context) {
+	log := t.h.log.With("stream", t.def.Name)
+	r := t.h.src.Open(ctx, t.spec, source.StartNow(t.def.Keyspace))
+	defer r.Close()
+	defer t.forget()
+	var ring *ring
+	defer func() {
+		if ring == nil {
+			close(t.ready)
+		}
+	}()
+	go t.watchIdle(ctx)
+	journals := map[int64]bool{}
+	for {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			if ring != nil {
+				ring.close(errRingClosed)
+			}
+			if t.idleStop.Load() {
+				log.Info("stream tail stopped: no readers", "idle", t.h.tailOpts.Idle)
+			} else if ctx.Err() == nil {
+				log.Warn("stream tail stopped; its readers continue on VStreams of their own", "err", err)
+			}
+			return
+		}
+		if ring == nil {
+			// The first position vtgate sends is where the tail starts.
+			if !joinable(txn.VGtid) {
+				continue
+			}
+			ring = newRing(t.h.tailOpts.RingBytes, t.h.tailOpts.RingEntries, txn.VGtid)
+			t.ring = ring
+			close(t.ready)
+			log.Info("stream tail started", "position", txn.VGtid.String())
+			metrics.TailStarted(t.def.Name)
+			continue
+		}
+		before, _ := ring.head()
+		after := txn.VGtid
+		var moved []string
+		if !txn.Heartbeat {
+			moved = movedShards(before, txn.VGtid)
+		}
+		if j := txn.Journal; j != nil && j.MigrationType == binlogdatapb.MigrationType_SHARDS && txn.JournalDone && !journals[j.Id] {
+			// vtgate continues on the journal's shards from its positions:
+			// so does the tail's position, and with it every follower's.
+			journals[j.Id] = true
+			after = applyJournal(after, j)
+		}
+		ring.append(txn, after, moved)
+		entries, bytes := ring.stats()
+		metrics.TailRing(t.def.Name, entries, bytes)
+	}
+}
+
+// watchIdle stops the tail once it has had no users for the idle time.
+func (t *tail) watchIdle(ctx context.Context) {
+	tick := time.NewTicker(max(t.h.tailOpts.Idle/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if t.idle() {
+				t.idleStop.Store(true)
+				t.cancel()
+				return
+			}
+		}
+	}
+}
+
+// idle reports whether the tail has had no users for the idle time, and if
+// so removes it from the hub so that no new user can find it.
+func (t *tail) idle() bool {
+	if t.users.Load() > 0 || time.Since(time.Unix(0, t.lastUsed.Load())) < t.h.tailOpts.Idle {
+		return false
+	}
+	h := t.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t.users.Load() > 0 {
+		return false
+	}
+	if h.tails[t.def.Name] == t {
+		delete(h.tails, t.def.Name)
+	}
+	return true
+}
+
+// forget removes a stopped tail from the hub.
+func (t *tail) forget() {
+	h := t.h
+	h.mu.Lock()
+	if h.tails[t.def.Name] == t {
+		delete(h.tails, t.def.Name)
+	}
+	h.mu.Unlock()
+	if t.ring != nil {
+		metrics.TailStopped(t.def.Name)
+	}
+}
+
+// applyJournal continues a position across a reshard cutover: the
+// journal's participants give way to its shards at their positions.
+func applyJournal(v *binlogdatapb.VGtid, j *binlogdatapb.Journal) *binlogdatapb.VGtid {
+	p := position.Of(v)
+	targets := position.Of(&binlogdatapb.VGtid{ShardGtids: j.ShardGtids}).Shards()
+	byKeyspace := map[string][]string{}
+	for _, part := range j.Participants {
+		byKeyspace[part.Keyspace] = append(byKeyspace[part.Keyspace], part.Shard)
+	}
+	for keyspace, old := range byKeyspace {
+		p = p.Replace(keyspace, old)
+	}
+	return p.Replace("", nil, targets...).VGtid()
+}
