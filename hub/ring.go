@@ -66,7 +66,7 @@ type ring struct {
 	// segment, not across one.
 	segments []uint64
 	wake     chan struct{} // closed and replaced at every append and at close
-	err     error               // set when the tail stopped
+	err      error         // set when the tail stopped
 }
 
 func newRing(maxBytes, maxCount int, start *binlogdatapb.VGtid) *ring {
