@@ -67,7 +67,9 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			outcome = reshard.Bridged
 		}
 	}
-	if h.rebuilder != nil && position.Of(live).Concrete() {
+	// A position the tail's ring covers needs no rebuild, even if its
+	// shards are gone: the ring holds what followed it, across the reshard.
+	if h.rebuilder != nil && position.Of(live).Concrete() && !h.ringCovers(def, live) {
 		d, err := h.decide(ctx, def, live)
 		if err != nil {
 			return nil, err

@@ -136,6 +136,26 @@ func (h *Hub) tailHead(ctx context.Context, def *streams.Definition) *binlogdata
 	return head
 }
 
+// ringCovers reports whether def's running tail can serve a reader at pos
+// from its ring.
+func (h *Hub) ringCovers(def *streams.Definition, pos *binlogdatapb.VGtid) bool {
+	if !joinable(pos) {
+		return false
+	}
+	h.mu.Lock()
+	t := h.tails[def.Name]
+	h.mu.Unlock()
+	if t == nil || !sameDefinition(t.def, def) {
+		return false
+	}
+	r := t.current()
+	if r == nil {
+		return false
+	}
+	_, ok := r.joinAt(pos)
+	return ok
+}
+
 // current returns the ring if the tail has started, without waiting.
 func (t *tail) current() *ring {
 	select {

@@ -242,4 +242,26 @@ func TestTailFollowsReshard(t *testing.T) {
 	if reshards != 1 {
 		t.Fatalf("%d reshard events, want 1", reshards)
 	}
+
+	// The old shard is deleted: a cursor from before the cutover would get
+	// a resync from vtgate's side, but the ring still holds what followed
+	// it, across the reshard.
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
+	old := e.open(t, From{Token: e.token(t, pos(18))})
+	var got []string
+	for len(got) < 3 {
+		d := next(t, old)
+		for _, ev := range d.Events {
+			if ev.Type == event.TypeResync {
+				t.Fatal("resync for a cursor the ring covers")
+			}
+		}
+		if len(d.Events) > 0 {
+			got = append(got, summary(t, d.Txn))
+		}
+	}
+	same(t, "old cursor through the ring", got, []string{"19", "reshard", "21"})
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want the tail's only", n)
+	}
 }
