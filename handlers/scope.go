@@ -13,8 +13,8 @@ import (
 // outbound is the last step before a transport encodes a delivery: the
 // token's table scope is applied (rows of other tables are never sent)
 // and what is sent is counted. One per connection or pull request.
-// Webhooks apply the same auth.TableFilter to the tables globs stored with
-// the webhook.
+// Webhooks have no table scope: they receive the whole stream, and an admin
+// creates them.
 type outbound struct {
 	tables *auth.TableFilter
 	m      *metrics.Out

@@ -1,12 +1,12 @@
 // Package hub connects readers of a stream to the source.
 //
 // Every client gets a Subscription: the stream's transactions from a
-// position, each with the cursor token right after it. Pull clients come and
-// go between requests, so a Subscription can be parked under the cursor it
-// stopped at and picked up by the next request that presents that cursor:
-// a client polling with next_cursor keeps one VStream open instead of
-// opening one per request. (A shared upstream VStream per stream for all
-// caught-up clients slots in behind Subscribe without touching transports.)
+// position, each with the cursor token right after it. Its live part
+// follows the stream's tail, one upstream VStream per stream shared by every
+// reader the tail's ring covers, or a catch-up VStream of its own until it
+// reaches the ring (DESIGN §5). Pull clients come and go between requests,
+// so a Subscription can be parked under the cursor it stopped at and picked
+// up by the next request that presents that cursor.
 package hub
 
 import (

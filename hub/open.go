@@ -26,7 +26,8 @@ func (e *CursorError) Unwrap() error { return e.Err }
 
 // Open returns a subscription on def positioned per from. Before the VStream
 // is opened the position is checked against the keyspace's shards and, if
-// the reshard rules require it, rebuilt (see rebuild.go).
+// the reshard rules require it, rebuilt (plan.go, with the decisions of
+// reshard/rebuild.go).
 func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Subscription, error) {
 	var (
 		pos   *binlogdatapb.VGtid

@@ -1,8 +1,8 @@
-// Package reshard keeps cursors valid across Vitess reshards (DESIGN §4):
-// it records every reshard journal the gateway sees, watches each served
-// keyspace for journals while no client is connected, carries named
-// subscribers that are behind a cutover across it while the old shards
-// still exist (bridging), and rebuilds cursors whose shards are gone.
+// Package reshard knows Vitess reshards (DESIGN §4): it records every
+// reshard journal the gateway sees, watches each served keyspace for
+// journals while no client is connected, and decides how a cursor whose
+// shards are gone continues (rebuild.go). Carrying named subscribers
+// across a cutover (bridging) is the hub's: hub/bridge.go.
 package reshard
 
 import (
