@@ -7,6 +7,8 @@ require (
 	vitess.io/vitess v0.24.4
 )
 
+require code.dny.dev/ssrf v0.3.0
+
 require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
