@@ -9,6 +9,8 @@ require (
 
 require code.dny.dev/ssrf v0.3.0
 
+require github.com/hashicorp/golang-lru/v2 v2.0.7
+
 require (
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
