@@ -167,7 +167,7 @@ func newJWKS(ctx context.Context, c config) (keyfunc.Keyfunc, error) {
 		HTTPTimeout:               c.httpTimeout,
 		NoErrorReturnFirstHTTPReq: &noErr,
 		RefreshInterval:           c.refresh,
-		RefreshUnknownKID:         newLimiter(c.unknownKID),
+		RefreshUnknownKID:         newUnknownKIDLimiter(c.unknownKID),
 		// A request never waits for the unknown-kid limiter: it fails now
 		// and the client retries once the set was fetched.
 		RateLimitWaitMax: time.Millisecond,

@@ -134,7 +134,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer close(produced)
 		defer cancel()
-		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{ctx: ctx, queue: queue, bytes: queued, slowAfter: a.Limits.WSSlowAfter}), a.Limits.CursorHeartbt)
+		err := pump(ctx, s, a.scoped(ctx, def.Name, "ws", &wsSink{ctx: ctx, queue: queue, bytes: queued, slowAfter: a.Limits.WSSlowAfter}), a.Limits.CursorHeartbeat)
 		switch {
 		case errors.Is(err, errSlowConsumer):
 			trySend(closeWith, closeReq{CloseSlowConsumer, "slow_consumer", "send queue overflowed; resume from cursor"})
