@@ -1,8 +1,9 @@
 package auth
 
 import (
-	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
 // verifiedCache remembers the principals of tokens that passed
@@ -15,10 +16,14 @@ import (
 // ttl, whichever is sooner. A hit on a token signed by a JWKS key checks
 // that the key is still in the set (a map lookup), so a key withdrawn from
 // the JWKS stops working at the same refresh as without the cache.
+//
+// The LRU evicts the least recently used token when full, in constant
+// time. Its one TTL for every entry cannot express "or at the token's exp,
+// if sooner", and it reads the wall clock rather than the verifier's, so
+// each entry carries its own deadline, checked on every lookup; the LRU's
+// expiry only frees memory.
 type verifiedCache struct {
-	mu      sync.Mutex
-	entries map[string]verifiedEntry
-	max     int
+	entries *expirable.LRU[string, verifiedEntry]
 	ttl     time.Duration
 	now     func() time.Time
 }
@@ -29,34 +34,39 @@ type verifiedEntry struct {
 	kid   string // the JWKS key that signed the token ("" for HS256)
 }
 
-func newVerifiedCache(max int, ttl time.Duration, now func() time.Time) *verifiedCache {
-	return &verifiedCache{entries: make(map[string]verifiedEntry), max: max, ttl: ttl, now: now}
+// minSweepTTL bounds how often the LRU sweeps (every hundredth of its TTL,
+// on a goroutine of its own that lasts as long as the process): entries
+// past a shorter ttl are refused on lookup and freed within this time.
+const minSweepTTL = 10 * time.Second
+
+// newVerifiedCache returns a cache of size entries. size must be positive:
+// the LRU takes 0 as unbounded, so size 0 turns the cache off in New.
+func newVerifiedCache(size int, ttl time.Duration, now func() time.Time) *verifiedCache {
+	return &verifiedCache{
+		entries: expirable.NewLRU[string, verifiedEntry](size, nil, max(ttl, minSweepTTL)),
+		ttl:     ttl,
+		now:     now,
+	}
 }
 
 // get returns the cached entry of raw.
 func (c *verifiedCache) get(raw string) (verifiedEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[raw]
+	e, ok := c.entries.Get(raw)
 	if !ok {
 		return verifiedEntry{}, false
 	}
 	if !c.now().Before(e.until) {
-		delete(c.entries, raw)
+		c.entries.Remove(raw)
 		return verifiedEntry{}, false
 	}
 	return e, true
 }
 
 // drop forgets raw.
-func (c *verifiedCache) drop(raw string) {
-	c.mu.Lock()
-	delete(c.entries, raw)
-	c.mu.Unlock()
-}
+func (c *verifiedCache) drop(raw string) { c.entries.Remove(raw) }
 
-// put caches p for raw. When full, expired entries go first, then
-// arbitrary ones: a cache miss only costs a verification.
+// put caches p for raw, evicting the least recently used token when full:
+// a cache miss only costs a verification.
 func (c *verifiedCache) put(raw string, p *Principal, kid string) {
 	now := c.now()
 	until := now.Add(c.ttl)
@@ -66,20 +76,5 @@ func (c *verifiedCache) put(raw string, p *Principal, kid string) {
 	if !now.Before(until) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.entries) >= c.max {
-		for k, e := range c.entries {
-			if !now.Before(e.until) {
-				delete(c.entries, k)
-			}
-		}
-		for k := range c.entries {
-			if len(c.entries) < c.max {
-				break
-			}
-			delete(c.entries, k)
-		}
-	}
-	c.entries[raw] = verifiedEntry{p: p, until: until, kid: kid}
+	c.entries.Add(raw, verifiedEntry{p: p, until: until, kid: kid})
 }

@@ -49,7 +49,7 @@ func TestVerifiedTokenCache(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(v.cache.entries); n > 2 {
+	if n := v.cache.entries.Len(); n > 2 {
 		t.Fatalf("%d cached tokens, limit 2", n)
 	}
 
@@ -84,5 +84,42 @@ func TestCachedJWKSTokenLosesItsKey(t *testing.T) {
 	v.Verify(ctx, newRSA(t, "nobody").sign(t, claims("a"))) // an unknown kid refreshes the set
 	if _, err := v.Verify(ctx, tok); reason(err) != ReasonUnknownKey {
 		t.Fatalf("cached token after its key was withdrawn: %v, want unknown_key", err)
+	}
+}
+
+// TestVerifiedCacheEviction: a full cache evicts the least recently used
+// token, and an entry is refused past its own deadline (ttl or exp,
+// whichever is sooner, on the verifier's clock) even while the LRU still
+// holds it.
+func TestVerifiedCacheEviction(t *testing.T) {
+	now := time.Now()
+	c := newVerifiedCache(2, time.Second, func() time.Time { return now })
+	p := &Principal{Subject: "a", Expires: now.Add(time.Hour)}
+	c.put("a", p, "")
+	c.put("b", p, "")
+	if _, ok := c.get("a"); !ok {
+		t.Fatal("a: miss")
+	}
+	c.put("c", p, "")
+	if _, ok := c.get("b"); ok {
+		t.Error("b, the least recently used, was kept")
+	}
+	if _, ok := c.get("a"); !ok {
+		t.Error("a, recently used, was evicted")
+	}
+
+	now = now.Add(2 * time.Second) // past the 1s ttl, before exp
+	if _, ok := c.get("a"); ok {
+		t.Error("a served past its ttl")
+	}
+	short := &Principal{Subject: "s", Expires: now.Add(100 * time.Millisecond)}
+	c.put("s", short, "")
+	now = now.Add(200 * time.Millisecond) // past exp, before ttl
+	if _, ok := c.get("s"); ok {
+		t.Error("s served past its exp")
+	}
+	c.put("gone", &Principal{Subject: "g", Expires: now}, "")
+	if _, ok := c.get("gone"); ok {
+		t.Error("an expired token was cached")
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// newLimiter allows one event per every (and one at once).
-func newLimiter(every time.Duration) *rate.Limiter {
+// newUnknownKIDLimiter paces JWKS fetches triggered by unknown key ids:
+// one per every (and one at once).
+func newUnknownKIDLimiter(every time.Duration) *rate.Limiter {
 	if every <= 0 {
 		return rate.NewLimiter(rate.Inf, 1)
 	}

@@ -167,10 +167,14 @@ func newJWKS(ctx context.Context, c config) (keyfunc.Keyfunc, error) {
 		HTTPTimeout:               c.httpTimeout,
 		NoErrorReturnFirstHTTPReq: &noErr,
 		RefreshInterval:           c.refresh,
-		RefreshUnknownKID:         newLimiter(c.unknownKID),
-		// A request never waits for the unknown-kid limiter: it fails now
-		// and the client retries once the set was fetched.
-		RateLimitWaitMax: time.Millisecond,
+		RefreshUnknownKID:         newUnknownKIDLimiter(c.unknownKID),
+		// The library uses this one deadline for waiting on the
+		// unknown-kid limiter and for the fetch that follows, so it must
+		// leave the fetch its time (a millisecond here made a new key
+		// unusable until the hourly refresh). rate.Limiter.Wait fails at
+		// once when the limiter would hold a request past the deadline, so
+		// a request still never sits out a whole limiter period.
+		RateLimitWaitMax: c.httpTimeout,
 		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 			return func(ctx context.Context, err error) {
 				c.log.Warn("JWKS refresh failed; keeping the keys already fetched", "url", u, "err", err)

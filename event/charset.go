@@ -6,6 +6,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/traditionalchinese"
 	"vitess.io/vitess/go/mysql/collations/charset"
 )
 
@@ -26,6 +28,8 @@ type textCodec struct {
 	// multi decodes the multi-byte non-UTF-8 character sets (ucs2, utf16,
 	// utf32, sjis, gb18030, ...).
 	multi runeDecoder
+	// enc decodes the character sets Vitess has no table for (big5).
+	enc encoding.Encoding
 }
 
 // runeDecoder is the part of charset.Charset the encoder uses. DecodeRune
@@ -106,7 +110,7 @@ func newCodec(name string) *textCodec {
 		// characters), so the GB18030 decoder reads GBK text.
 		cs = charset.Charset_gb18030{}
 	case "big5":
-		cs = big5Placeholder{}
+		return &textCodec{name: name, enc: traditionalchinese.Big5}
 	default:
 		return utf8Codec
 	}
@@ -121,6 +125,8 @@ func (c *textCodec) appendBody(dst, v []byte) []byte {
 		return c.append8bit(dst, v)
 	case c.multi != nil:
 		return c.appendMulti(dst, v)
+	case c.enc != nil:
+		return c.appendTranscoded(dst, v)
 	}
 	return appendStringBody(dst, v)
 }
@@ -153,22 +159,4 @@ func (c *textCodec) appendMulti(dst, v []byte) []byte {
 		v = v[w:]
 	}
 	return dst
-}
-
-// big5Placeholder reads Big5 text without a conversion table (Vitess has
-// none): ASCII is kept and each double-byte character becomes one U+FFFD,
-// so the text's shape survives and nothing is mis-decoded as UTF-8.
-type big5Placeholder struct{}
-
-func (big5Placeholder) DecodeRune(p []byte) (rune, int, bool) {
-	switch {
-	case len(p) == 0:
-		return utf8.RuneError, 0, false
-	case p[0] < utf8.RuneSelf:
-		return rune(p[0]), 1, true
-	case p[0] >= 0x81 && p[0] <= 0xfe && len(p) >= 2 &&
-		(p[1] >= 0x40 && p[1] <= 0x7e || p[1] >= 0xa1 && p[1] <= 0xfe):
-		return utf8.RuneError, 2, false
-	}
-	return utf8.RuneError, 1, false
 }

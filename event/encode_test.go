@@ -278,16 +278,22 @@ func TestCharsets(t *testing.T) {
 		{8, "caf\xe9 \x80 \x81", `"café € ` + "\u0081" + `"`}, // latin1 is cp1252 in MySQL, 0x81 kept
 		{47, "\xc0", `"À"`}, // latin1_bin
 		{51, "\xcf\xf0\xe8\xe2\xe5\xf2", `"Привет"`}, // cp1251
-		{9, "\xa9", `"Š"`},               // latin2
-		{11, "ab\x80", `"ab\ufffd"`},     // ascii: high bytes undefined
-		{35, "\x00h\x00i", `"hi"`},       // ucs2
-		{56, "h\x00i\x00", `"hi"`},       // utf16le
-		{60, "\x00\x01\xf6\x00", `"😀"`},  // utf32
-		{13, "\x82\xa0", `"あ"`},          // sjis
-		{28, "\xc4\xe3\xba\xc3", `"你好"`}, // gbk
-		{18, "\xa1", `"ก"`},              // tis620
-		{33, "h\xc3\xa9", `"hé"`},        // utf8mb3
-		{1, "a\xa4\xa4b", `"a\ufffdb"`},  // big5: ASCII survives
+		{9, "\xa9", `"Š"`},                        // latin2
+		{11, "ab\x80", `"ab\ufffd"`},              // ascii: high bytes undefined
+		{35, "\x00h\x00i", `"hi"`},                // ucs2
+		{56, "h\x00i\x00", `"hi"`},                // utf16le
+		{60, "\x00\x01\xf6\x00", `"😀"`},           // utf32
+		{13, "\x82\xa0", `"あ"`},                   // sjis
+		{28, "\xc4\xe3\xba\xc3", `"你好"`},          // gbk
+		{18, "\xa1", `"ก"`},                       // tis620
+		{33, "h\xc3\xa9", `"hé"`},                 // utf8mb3
+		{1, "a\xa4\xa4b", `"a中b"`},                // big5
+		{19, "\xc7\xd1\xb1\xb9", `"한국"`},          // euckr
+		{24, "\xd6\xd0\xce\xc4", `"中文"`},          // gb2312
+		{12, "\xc6\xfc\xcb\xdc", `"日本"`},          // ujis
+		{97, "\xc6\xfc\xcb\xdc", `"日本"`},          // eucjpms
+		{95, "\x87\x40\x93\xfa", `"①日"`},          // cp932: NEC extension
+		{248, "\x94\x39\xfc\x36\xa8\xa6", `"😀é"`}, // gb18030: four-byte sequence
 	}
 	for _, c := range cases {
 		f := fld("s", querypb.Type_VARCHAR, 0, 40, 0, c.collation, "")

@@ -50,7 +50,7 @@ func (a *API) CreateStream(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &ve):
 		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_stream", ve.Error()))
 	case errors.Is(err, streams.ErrExists):
-		WriteError(w, a.Log, apiErr(http.StatusConflict, "stream_exists", "a stream named "+quote(d.Name)+" already exists"))
+		WriteError(w, a.Log, apiErr(http.StatusConflict, "stream_exists", "a stream named "+quoteJSON(d.Name)+" already exists"))
 	case err != nil:
 		WriteError(w, a.Log, err)
 	default:
@@ -85,7 +85,7 @@ func (a *API) DeleteStream(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "stream")
 	err := a.Streams.Delete(r.Context(), name)
 	if errors.Is(err, streams.ErrNotFound) {
-		WriteError(w, a.Log, apiErr(http.StatusNotFound, "stream_not_found", "no stream named "+quote(name)))
+		WriteError(w, a.Log, apiErr(http.StatusNotFound, "stream_not_found", "no stream named "+quoteJSON(name)))
 		return
 	}
 	if err != nil {
@@ -162,7 +162,7 @@ func (a *API) GetSubscriber(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := a.Cursors.Get(ctx, def.Name, sub)
 	if errors.Is(err, store.ErrNotFound) {
-		WriteError(w, a.Log, apiErr(http.StatusNotFound, "subscriber_not_found", "no subscriber named "+quote(sub)))
+		WriteError(w, a.Log, apiErr(http.StatusNotFound, "subscriber_not_found", "no subscriber named "+quoteJSON(sub)))
 		return
 	}
 	if err != nil {

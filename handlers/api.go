@@ -23,33 +23,33 @@ import (
 
 // Limits bounds what a single request may ask for.
 type Limits struct {
-	MaxBodyBytes  int64         // admin request bodies
-	MaxLimit      int           // events per pull batch
-	DefaultLimit  int           // when limit is absent
-	MaxWait       time.Duration // long-poll cap
-	FirstWait     time.Duration // how long a non-waiting pull waits for a new VStream's first data
-	WSQueue       int           // transactions buffered per WebSocket
-	WSQueueBytes  int           // bytes of events buffered per WebSocket
-	WSSlowAfter   time.Duration // how long the WebSocket queue may stay full before the client is a slow consumer
-	WSReadLimit   int64         // largest client message
-	KeepAlive     time.Duration // SSE comment / WS ping interval
-	CursorHeartbt time.Duration // how often idle SSE/WS clients get a heartbeat with a moved cursor
+	MaxBodyBytes    int64         // admin request bodies
+	MaxLimit        int           // events per pull batch
+	DefaultLimit    int           // when limit is absent
+	MaxWait         time.Duration // long-poll cap
+	FirstWait       time.Duration // how long a non-waiting pull waits for a new VStream's first data
+	WSQueue         int           // transactions buffered per WebSocket
+	WSQueueBytes    int           // bytes of events buffered per WebSocket
+	WSSlowAfter     time.Duration // how long the WebSocket queue may stay full before the client is a slow consumer
+	WSReadLimit     int64         // largest client message
+	KeepAlive       time.Duration // SSE comment / WS ping interval
+	CursorHeartbeat time.Duration // how often idle SSE/WS clients get a heartbeat with a moved cursor
 }
 
 // DefaultLimits are sane production defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBodyBytes:  64 << 10,
-		MaxLimit:      10000,
-		DefaultLimit:  1000,
-		MaxWait:       60 * time.Second,
-		FirstWait:     2 * time.Second,
-		WSQueue:       4096,
-		WSQueueBytes:  4 << 20,
-		WSSlowAfter:   5 * time.Second,
-		WSReadLimit:   4 << 10,
-		KeepAlive:     15 * time.Second,
-		CursorHeartbt: 5 * time.Second,
+		MaxBodyBytes:    64 << 10,
+		MaxLimit:        10000,
+		DefaultLimit:    1000,
+		MaxWait:         60 * time.Second,
+		FirstWait:       2 * time.Second,
+		WSQueue:         4096,
+		WSQueueBytes:    4 << 20,
+		WSSlowAfter:     5 * time.Second,
+		WSReadLimit:     4 << 10,
+		KeepAlive:       15 * time.Second,
+		CursorHeartbeat: 5 * time.Second,
 	}
 }
 
@@ -114,12 +114,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (a *API) stream(ctx context.Context, name string) (*streams.Definition, error) {
 	d, err := a.Streams.Get(ctx, name)
 	if errors.Is(err, streams.ErrNotFound) {
-		return nil, apiErr(http.StatusNotFound, "stream_not_found", "no stream named "+quote(name))
+		return nil, apiErr(http.StatusNotFound, "stream_not_found", "no stream named "+quoteJSON(name))
 	}
 	return d, err
 }
 
-func quote(s string) string {
+// quoteJSON returns s as a JSON string literal, for names in error
+// messages and hand-built JSON.
+func quoteJSON(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }

@@ -62,7 +62,7 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	// replica) with Last-Event-ID, the cursor of the last whole transaction.
 	ctx, stop := a.untilShutdown(ctx)
 	defer stop()
-	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbt)
+	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbeat)
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		a.Log.Warn("sse stream ended", "stream", def.Name, "err", err)
 		c, _ := s.Cursor(ctx)
@@ -113,7 +113,7 @@ func (s *sseSink) error(err error, cursor string) {
 		e = apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 	}
 	s.w.WriteString("event: error\ndata: ")
-	b := []byte(`{"type":"error","code":` + quote(e.Code) + `,"message":` + quote(e.Message))
+	b := []byte(`{"type":"error","code":` + quoteJSON(e.Code) + `,"message":` + quoteJSON(e.Message))
 	if cursor != "" {
 		b = append(b, `,"cursor":"`+cursor+`"`...)
 	}

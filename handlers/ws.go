@@ -155,7 +155,7 @@ func (ws *wsSession) produce() {
 	defer ws.cancel()
 	a := ws.a
 	out := &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
-	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbt)
+	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbeat)
 	switch {
 	case errors.Is(err, errSlowConsumer):
 		ws.closeWith(DisconnectSlow)

@@ -24,7 +24,7 @@ import (
 // position, so the watcher's position stays current and a replica taking
 // over resumes where the last holder stopped: no journal is missed.
 type Watcher struct {
-	src       Opener
+	src       WatchOpener
 	st        store.Store
 	reg       *Registry
 	keyspaces func(ctx context.Context) ([]string, error)
@@ -38,8 +38,9 @@ type Watcher struct {
 	running map[string]bool // keyspace → this replica holds its lease (false: waiting for it)
 }
 
-// Opener opens readers; *source.Client is the production one.
-type Opener interface {
+// WatchOpener opens the no-row readers the watcher takes journals from;
+// *source.Client is the production one.
+type WatchOpener interface {
 	Open(ctx context.Context, spec source.Spec, from *binlogdatapb.VGtid, opts ...source.ReadOption) *source.Reader
 }
 
@@ -60,7 +61,7 @@ func WithWatcherLogger(l *slog.Logger) WatcherOption { return func(w *Watcher) {
 // NewWatcher returns a watcher. keyspaces lists the keyspaces to watch
 // (those of defined streams); onJournal is called once a journal is
 // complete (every participant's position recorded), by the lease holder.
-func NewWatcher(src Opener, st store.Store, reg *Registry, holder string,
+func NewWatcher(src WatchOpener, st store.Store, reg *Registry, holder string,
 	keyspaces func(ctx context.Context) ([]string, error), onJournal func(ctx context.Context, j *Journal), opts ...WatcherOption) *Watcher {
 	w := &Watcher{src: src, st: st, reg: reg, holder: holder, keyspaces: keyspaces, onJournal: onJournal,
 		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]bool{}}

@@ -86,6 +86,20 @@ func configErr(format string, args ...any) error {
 
 // ParseFlags reads the configuration from args, the environment and the
 // optional config file.
+//
+// github.com/peterbourgon/ff/v3 (v3.4.0) would do the same job but changes
+// what operators rely on, so config_flags.go stays:
+//   - its env split (WithEnvVarSplit) applies to every flag, not just
+//     lists: VSG_CURSOR_SECRET=abcdefgh,ijklmnopqrst silently becomes
+//     "ijklmnopqrst"; without it VSG_JWT_SECRET=a,b is one secret. Nor are
+//     parts trimmed or empty ones dropped ("a, b,,c" gives " b" and "").
+//   - its YAML parser calls Set once per list element for any flag, so
+//     listen: [":1", ":2"] quietly means ":2" instead of being refused.
+//   - it decodes with yaml.v2 (YAML 1.1): insecure-no-auth: yes turns
+//     authentication off where today it is an error; "listen:" with no
+//     value sets "" instead of being refused.
+//   - a config key in the file is ignored rather than refused.
+//   - it reads os.Getenv only, so ParseFlags could no longer take getenv.
 func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("vstream-gateway", flag.ContinueOnError)

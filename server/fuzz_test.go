@@ -20,7 +20,7 @@ func FuzzRequests(f *testing.F) {
 	s, _ := newTestServer(f)
 	s.api.Limits.FirstWait = time.Millisecond
 	s.api.Limits.MaxWait = 5 * time.Millisecond
-	s.api.Limits.CursorHeartbt = time.Millisecond
+	s.api.Limits.CursorHeartbeat = time.Millisecond
 	h := s.Router()
 	loadSpec(f)
 	create := httptest.NewRequest("POST", "/v1/streams", strings.NewReader(`{"name":"customers","keyspace":"customer","tables":["customer"]}`))

@@ -23,12 +23,12 @@ type Limiter struct {
 	adminBurst int
 	now        func() time.Time
 
-	mu       sync.Mutex
-	idle     *sync.Cond // signalled when active drops to 0
-	active   int        // streaming handlers running
-	conns    map[string]int
-	admin    map[string]*bucket
-	lastPrun time.Time
+	mu        sync.Mutex
+	idle      *sync.Cond // signalled when active drops to 0
+	active    int        // streaming handlers running
+	conns     map[string]int
+	admin     map[string]*bucket
+	lastPrune time.Time
 }
 
 type bucket struct {
@@ -121,10 +121,10 @@ func (l *Limiter) adminRateLimit(next http.Handler) http.Handler {
 // prune forgets callers idle for ten minutes (their bucket is full again
 // by then), at most once a minute. Called with mu held.
 func (l *Limiter) prune(now time.Time) {
-	if now.Sub(l.lastPrun) < time.Minute {
+	if now.Sub(l.lastPrune) < time.Minute {
 		return
 	}
-	l.lastPrun = now
+	l.lastPrune = now
 	for k, b := range l.admin {
 		if now.Sub(b.seen) > 10*time.Minute {
 			delete(l.admin, k)

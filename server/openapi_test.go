@@ -57,7 +57,7 @@ func newTestServer(t testing.TB) (*Server, *cursor.Codec) {
 	limits := handlers.DefaultLimits()
 	// Short waits keep the tests that reach a subscription quick.
 	limits.FirstWait = 100 * time.Millisecond
-	limits.CursorHeartbt = 100 * time.Millisecond
+	limits.CursorHeartbeat = 100 * time.Millisecond
 	s := &Server{log: log, store: st, src: src, hub: h}
 	s.api = &handlers.API{
 		Streams: streams.NewRegistry(st, nil),

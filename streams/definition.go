@@ -113,12 +113,12 @@ func (d *Definition) Normalize() error {
 func (d *Definition) VitessRules() []*binlogdatapb.Rule {
 	out := make([]*binlogdatapb.Rule, 0, len(d.Tables)+len(d.Rules))
 	for _, t := range d.Tables {
-		out = append(out, &binlogdatapb.Rule{Match: t, Filter: "select * from " + quote(t)})
+		out = append(out, &binlogdatapb.Rule{Match: t, Filter: "select * from " + quoteIdent(t)})
 	}
 	for _, r := range d.Rules {
 		f := r.Filter
 		if f == "" && !isRegexMatch(r.Match) {
-			f = "select * from " + quote(r.Match)
+			f = "select * from " + quoteIdent(r.Match)
 		}
 		out = append(out, &binlogdatapb.Rule{Match: r.Match, Filter: f})
 	}
@@ -137,4 +137,5 @@ func (d *Definition) TableNames() []string {
 	return out
 }
 
-func quote(ident string) string { return "`" + ident + "`" }
+// quoteIdent quotes a table name for a VStream filter query.
+func quoteIdent(ident string) string { return "`" + ident + "`" }

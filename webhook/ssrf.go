@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+
+	"code.dny.dev/ssrf"
 )
 
 // AddressPolicy decides which addresses webhooks may reach. Without
@@ -25,28 +27,31 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// specialV4 are IPv4 ranges that netip's predicates do not cover but that
-// are not the public internet.
-var specialV4 = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // shared address space (CGNAT)
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
-	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, broadcast
-}
+// guardian holds the forbidden ranges: the IANA special-purpose registries
+// for IPv4 and IPv6 plus everything outside IPv6 global unicast (2000::/3),
+// kept up to date by the library rather than by hand here. Any port is
+// allowed: receivers listen where they like.
+var guardian = ssrf.New(ssrf.WithAnyPort())
 
 var (
+	// NAT64 and 6to4 addresses embed an IPv4 address and are judged by it:
+	// 64:ff9b::a9fe:a9fe is the metadata service, 64:ff9b::808:808 a public
+	// resolver. Other NAT64 prefixes (64:ff9b:1::/48, local use) stay refused.
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
-	docV6     = netip.MustParsePrefix("2001:db8::/32")
+	// documentation names what the registries set aside for examples; any
+	// other range the guardian refuses is "reserved".
+	documentation = []netip.Prefix{
+		netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("3fff::/20"),
+	}
 )
 
 // Classify returns why ip must not be reached ("" when it may be).
 // IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged
-// by the embedded address, or they would be a way around the check.
+// by the embedded address, or they would be a way around the check. The
+// decision is the guardian's; netip's predicates only name the common
+// reasons so that a refusal says what the address is.
 func Classify(ip netip.Addr) string {
 	ip = ip.Unmap()
 	if ip.Is6() {
@@ -56,8 +61,6 @@ func Classify(ip netip.Addr) string {
 			return Classify(netip.AddrFrom4([4]byte(b[12:16])))
 		case sixToFour.Contains(ip):
 			return Classify(netip.AddrFrom4([4]byte(b[2:6])))
-		case docV6.Contains(ip):
-			return "documentation"
 		}
 	}
 	switch {
@@ -74,14 +77,15 @@ func Classify(ip netip.Addr) string {
 	case ip.IsInterfaceLocalMulticast(), ip.IsMulticast():
 		return "multicast"
 	}
-	if ip.Is4() {
-		for _, p := range specialV4 {
-			if p.Contains(ip) {
-				return "reserved"
-			}
+	if guardian.SafeAddr(ip) == nil {
+		return ""
+	}
+	for _, p := range documentation {
+		if p.Contains(ip) {
+			return "documentation"
 		}
 	}
-	return ""
+	return "reserved"
 }
 
 // CheckURL validates raw and, unless private addresses are allowed,

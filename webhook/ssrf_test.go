@@ -34,6 +34,56 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// Ranges of the IANA special-purpose registries that are not loopback,
+// private or link-local are refused too, and public addresses of every
+// family still pass.
+func TestClassifySpecialPurpose(t *testing.T) {
+	refused := []string{
+		"192.88.99.1",     // 6to4 relay anycast
+		"192.31.196.1",    // AS112-v4
+		"192.52.193.1",    // AMT
+		"192.175.48.1",    // AS112 direct delegation
+		"192.0.2.1",       // TEST-NET-1
+		"64:ff9b:1::1",    // local-use NAT64
+		"64:ff9b:1::a9fe", // local-use NAT64, not judged by its last 32 bits
+		"2001::1",         // Teredo, within IETF protocol assignments
+		"2001:2::1",       // benchmarking
+		"2001:10::1",      // ORCHID
+		"100::1",          // discard-only
+		"3fff::1",         // documentation
+		"2620:4f:8000::1", // AS112 direct delegation
+		"4000::1",         // outside global unicast
+		"::ffff:192.88.99.1",
+		"64:ff9b::c058:6301", // NAT64 of 192.88.99.1
+	}
+	for _, in := range refused {
+		if got := Classify(netip.MustParseAddr(in)); got == "" {
+			t.Errorf("%s accepted", in)
+		}
+	}
+	public := []string{
+		"8.8.8.8", "9.9.9.9", "151.101.1.69", "2001:4860:4860::8888", "2a00:1450:4001::1",
+		"::ffff:8.8.8.8", "64:ff9b::808:808",
+	}
+	for _, in := range public {
+		if got := Classify(netip.MustParseAddr(in)); got != "" {
+			t.Errorf("%s refused as %s", in, got)
+		}
+	}
+	p := AddressPolicy{Resolver: mapResolver{"relay.example": {"192.88.99.1"}, "teredo.example": {"2001::1"}}}
+	for _, u := range []string{"http://relay.example/", "http://teredo.example/", "http://[100::1]/", "http://[64:ff9b:1::1]/"} {
+		if err := p.CheckURL(context.Background(), u); !errors.Is(err, ErrForbiddenAddress) {
+			t.Errorf("%s: %v, want a forbidden address", u, err)
+		}
+	}
+	if err := p.control("tcp6", "[2001::1]:443", nil); !errors.Is(err, ErrForbiddenAddress) {
+		t.Errorf("dial to Teredo: %v", err)
+	}
+	if err := p.control("tcp4", "8.8.8.8:8443", nil); err != nil {
+		t.Errorf("dial to a public address on any port: %v", err)
+	}
+}
+
 type mapResolver map[string][]string
 
 func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
