@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -42,11 +43,17 @@ type followSource struct {
 	// sinceJoinCheck counts catch-up deliveries since the last attempt to
 	// join: a reader far behind does not try after every transaction.
 	sinceJoinCheck int
+	lastJoinCheck  time.Time
 }
 
-// joinCheckEvery bounds how many catch-up transactions pass between two
-// attempts to join the tail while the catch-up still has more buffered.
-const joinCheckEvery = 256
+// A catch-up tries to join the tail every joinCheckEvery transactions, and
+// whenever it has nothing buffered (it reads as fast as vtgate sends: it
+// may be at the live end) but at most every joinCheckIdle: a replay of
+// small transactions would otherwise compare positions after each.
+const (
+	joinCheckEvery = 256
+	joinCheckIdle  = 50 * time.Millisecond
+)
 
 func (h *Hub) follow(def *streams.Definition, pos *binlogdatapb.VGtid) *followSource {
 	return &followSource{
@@ -125,13 +132,16 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 				continue
 			}
 			f.private = f.h.src.Open(f.h.ctx, f.spec, f.pos)
-		} else if f.sinceJoinCheck >= joinCheckEvery || f.private.Buffered() == 0 {
-			f.sinceJoinCheck = 0
+		} else if f.sinceJoinCheck >= joinCheckEvery || f.private.Buffered() == 0 && time.Since(f.lastJoinCheck) >= joinCheckIdle {
+			f.sinceJoinCheck, f.lastJoinCheck = 0, time.Now()
 			if f.tryJoin() {
 				continue
 			}
 		}
-		txn, err := f.private.Next(ctx)
+		txn, err := f.nextPrivate(ctx)
+		if errors.Is(err, errJoinCheckDue) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -142,6 +152,26 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 		}
 		return txn, nil
 	}
+}
+
+// errJoinCheckDue ends a wait on the catch-up VStream that has gone on
+// long enough for another attempt to join the tail.
+var errJoinCheckDue = errors.New("hub: time to try joining the tail")
+
+// nextPrivate reads the catch-up VStream. With nothing buffered it may be
+// at the live end, where nothing more may come for a while (until vtgate's
+// next heartbeat): the wait is cut at the next join attempt's time.
+func (f *followSource) nextPrivate(ctx context.Context) (*source.Txn, error) {
+	if f.t == nil || f.private.Buffered() > 0 {
+		return f.private.Next(ctx)
+	}
+	wctx, cancel := context.WithDeadline(ctx, f.lastJoinCheck.Add(joinCheckIdle))
+	defer cancel()
+	txn, err := f.private.Next(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return nil, errJoinCheckDue
+	}
+	return txn, err
 }
 
 func (f *followSource) TryNext() (*source.Txn, bool, error) {
