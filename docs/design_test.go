@@ -94,4 +94,3 @@ func TestDesignCitations(t *testing.T) {
 		t.Fatal("no citation of DESIGN.md found in the code: is the walk looking in the right place?")
 	}
 }
-
