@@ -157,18 +157,6 @@ func (tl *timeline) before(t *testing.T, a, b string) (time.Time, time.Time) {
 	return at, bt
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // holder runs a Runner in the background until the test ends.
 type holder struct {
 	cancel context.CancelFunc

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"log/slog"
 	"time"
 
@@ -154,7 +155,7 @@ func (r *Runner) acquire(ctx context.Context) (l store.Lease, at time.Time, err 
 		if ctx.Err() != nil {
 			return store.Lease{}, time.Time{}, ctx.Err()
 		}
-		wait := b.NextBackOff()
+		delay := b.NextBackOff()
 		if errors.Is(err, store.ErrLeaseHeld) {
 			if !waiting {
 				r.log.Debug("lease held by another replica; waiting for it", "err", err)
@@ -162,9 +163,9 @@ func (r *Runner) acquire(ctx context.Context) (l store.Lease, at time.Time, err 
 			}
 		} else {
 			metrics.LeaseEvent(r.kind, metrics.LeaseAcquireFailed)
-			r.log.Warn("lease acquisition failed; retrying", "err", err, "retry_in", wait)
+			r.log.Warn("lease acquisition failed; retrying", "err", err, "retry_in", delay)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := wait.Sleep(ctx, delay); err != nil {
 			return store.Lease{}, time.Time{}, err
 		}
 	}
@@ -183,17 +184,5 @@ func (r *Runner) release(ctx context.Context, l store.Lease) {
 		r.log.Debug("lease already gone at release", "token", l.Token, "err", err)
 	default:
 		r.log.Warn("lease not released; another replica can take it once it expires", "token", l.Token, "err", err)
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"testing"
 	"time"
 
@@ -24,19 +25,19 @@ func TestOutageShorterThanLease(t *testing.T) {
 		fa := &faultStore{Store: st}
 		tl := &timeline{}
 		a := start(t, lease.New(fa, "L", "a", ttl, lease.WithLogger(quiet)), tl, "a")
-		waitFor(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
+		wait.For(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
 		b := contender(t, st, ttl, tl)
 
 		fa.mode.Store(fail)
 		outage := time.Now()
-		waitFor(t, "two failed renewals", 5*time.Second, func() bool { _, _, failed := fa.stats(); return failed >= 2 })
+		wait.For(t, "two failed renewals", 5*time.Second, func() bool { _, _, failed := fa.stats(); return failed >= 2 })
 		fa.mode.Store(answer)
 		_, before, _ := fa.stats()
 		if d := time.Since(outage); d >= ttl-ttl/4 {
 			t.Fatalf("the outage lasted %v, not shorter than the lease (%v) minus the margin", d, ttl)
 		}
 		// Renewals resume, and go on for longer than the lease time.
-		waitFor(t, "three renewals after the outage", 5*time.Second, func() bool { _, ok, _ := fa.stats(); return ok >= before+3 })
+		wait.For(t, "three renewals after the outage", 5*time.Second, func() bool { _, ok, _ := fa.stats(); return ok >= before+3 })
 		if tl.has("a stopped") || tl.has("b acquired") {
 			t.Fatalf("the outage interrupted the holder: %v", tl.events)
 		}
@@ -48,7 +49,7 @@ func TestOutageShorterThanLease(t *testing.T) {
 		if err := a.stop(t); err != nil {
 			t.Fatalf("Run of a stopped holder: %v", err)
 		}
-		waitFor(t, "b to take over", ttl/2, func() bool { return tl.has("b acquired") })
+		wait.For(t, "b to take over", ttl/2, func() bool { return tl.has("b acquired") })
 		tl.before(t, "a stopped", "b acquired")
 		if b.token.Load() <= a.token.Load() {
 			t.Fatalf("b's token %d is not newer than a's %d", b.token.Load(), a.token.Load())
@@ -72,11 +73,11 @@ func TestOutageLongerThanLease(t *testing.T) {
 				fa := &faultStore{Store: st}
 				tl := &timeline{}
 				a := start(t, lease.New(fa, "L", "a", ttl, lease.WithLogger(quiet)), tl, "a")
-				waitFor(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
+				wait.For(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
 				contender(t, st, ttl, tl)
 				fa.mode.Store(tc.mode)
 
-				waitFor(t, "b to take over", 5*time.Second, func() bool { return tl.has("b acquired") })
+				wait.For(t, "b to take over", 5*time.Second, func() bool { return tl.has("b acquired") })
 				stopped, took := tl.before(t, "a stopped", "b acquired")
 				// The store computed the expiry after receiving a's last
 				// successful request: nobody could get the lease before
@@ -112,7 +113,7 @@ func TestRevokedLeaseStopsAtOnce(t *testing.T) {
 		const ttl = 1500 * time.Millisecond
 		tl := &timeline{}
 		a := start(t, lease.New(st, "L", "a", ttl, lease.WithLogger(quiet)), tl, "a")
-		waitFor(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
+		wait.For(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
 		ctx := context.Background()
 		l, err := st.GetLease(ctx, "L")
 		if err != nil {
@@ -140,12 +141,12 @@ func TestReleaseHandsOver(t *testing.T) {
 		const ttl = 5 * time.Second
 		tl := &timeline{}
 		a := start(t, lease.New(st, "L", "a", ttl, lease.WithLogger(quiet)), tl, "a")
-		waitFor(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
+		wait.For(t, "a to acquire", 5*time.Second, func() bool { return tl.has("a acquired") })
 		contender(t, st, ttl, tl)
 		if err := a.stop(t); err != nil {
 			t.Fatalf("Run of a stopped holder: %v", err)
 		}
-		waitFor(t, "b to take over", ttl/2, func() bool { return tl.has("b acquired") })
+		wait.For(t, "b to take over", ttl/2, func() bool { return tl.has("b acquired") })
 		stopped, took := tl.before(t, "a stopped", "b acquired")
 		if d := took.Sub(stopped); d > ttl/20 {
 			t.Fatalf("handover took %v with a %v lease", d, ttl)

@@ -3,6 +3,7 @@ package reshard
 import (
 	"context"
 	"errors"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -54,17 +55,6 @@ func (f *flakyStore) renewals() (ok, failed int) {
 	return f.renewOK, f.renewFailed
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A renewal that fails once, well within the lease time, must not stop
 // the watch: the VStream stays open and the lease stays with its holder
 // (same token). A watcher that gave up at the first failed renewal
@@ -98,17 +88,17 @@ func TestWatcherKeepsWatchingThroughTransientStoreErrors(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 
 	call := fake.Call(t, 0)
-	waitFor(t, "the watch", 5*time.Second, func() bool { return reflect.DeepEqual(w.Watching(), []string{"ks"}) })
+	wait.For(t, "the watch", 5*time.Second, func() bool { return reflect.DeepEqual(w.Watching(), []string{"ks"}) })
 	held, err := st.GetLease(context.Background(), leaseName("ks"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	fs.failing.Store(true)
-	waitFor(t, "a failed renewal", 5*time.Second, func() bool { _, failed := fs.renewals(); return failed >= 1 })
+	wait.For(t, "a failed renewal", 5*time.Second, func() bool { _, failed := fs.renewals(); return failed >= 1 })
 	fs.failing.Store(false)
 	ok, _ := fs.renewals()
-	waitFor(t, "renewals to resume", 5*time.Second, func() bool { n, _ := fs.renewals(); return n >= ok+2 })
+	wait.For(t, "renewals to resume", 5*time.Second, func() bool { n, _ := fs.renewals(); return n >= ok+2 })
 
 	select {
 	case <-call.Done():

@@ -2,6 +2,7 @@ package vtlocal
 
 import (
 	"context"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"io"
 	"os"
 	"os/exec"
@@ -61,18 +62,6 @@ func testCluster(t *testing.T) *Cluster {
 	return c
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A daemon is alive from the moment Start returns, whether judged as our
 // child or, as another process would, through its pid file and /proc; and
 // dead once it exits. Each round starts a binary that is not in the page
@@ -103,7 +92,7 @@ func TestDaemonLivenessFromStart(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the killed daemon to be judged dead", func() bool { return c.daemonPid(etcdD) == 0 })
+		wait.For(t, "the killed daemon to be judged dead", 10*time.Second, func() bool { return c.daemonPid(etcdD) == 0 })
 		if procAlive(pid, "etcd", execWindow) {
 			t.Fatalf("round %d: reaped daemon %d still judged alive from /proc", i, pid)
 		}
@@ -149,7 +138,7 @@ func TestReclaimLeftovers(t *testing.T) {
 	if got := c.reclaimDaemon(ctx, etcdD); got != second {
 		t.Fatalf("reclaim = %d, want the recorded %d", got, second)
 	}
-	waitFor(t, 10*time.Second, "the surplus daemon to stop", func() bool { return !pidAlive(orphan, "etcd") })
+	wait.For(t, "the surplus daemon to stop", 10*time.Second, func() bool { return !pidAlive(orphan, "etcd") })
 
 	// Two orphans and no pid file: neither can be told right, both stop.
 	third := start(c)
@@ -159,7 +148,7 @@ func TestReclaimLeftovers(t *testing.T) {
 	if got := c.reclaimDaemon(ctx, etcdD); got != 0 {
 		t.Fatalf("reclaim with two orphans = %d, want 0", got)
 	}
-	waitFor(t, 10*time.Second, "both orphans to stop", func() bool { return !pidAlive(second, "etcd") && !pidAlive(third, "etcd") })
+	wait.For(t, "both orphans to stop", 10*time.Second, func() bool { return !pidAlive(second, "etcd") && !pidAlive(third, "etcd") })
 
 	if !pidAlive(foreign, "etcd") {
 		t.Fatal("the other data root's daemon was stopped")

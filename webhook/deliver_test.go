@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"net"
 	"net/http"
 	"strings"
@@ -29,7 +30,7 @@ func TestDeliverBatchesInOrder(t *testing.T) {
 	}
 	e.supervise()
 	last := e.log.len()
-	waitFor(t, "the cursor to reach the end", 5*time.Second, func() bool { return e.cursorN(v.ID) == last })
+	wait.For(t, "the cursor to reach the end", 5*time.Second, func() bool { return e.cursorN(v.ID) == last })
 	msgs := r.messages()
 	checkRows(t, msgs, e.log, 2, last)
 	seen := map[string]bool{}
@@ -60,7 +61,7 @@ func TestDeliverNeverSplitsTransactions(t *testing.T) {
 	e.log.add(7)
 	e.log.add(1)
 	e.supervise()
-	waitFor(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
 	checkRows(t, r.accepted(), e.log, 2, 4)
 	for _, m := range r.messages() {
 		txns := map[int]bool{}
@@ -99,7 +100,7 @@ func TestRetriesKeepIDAndHonourRetryAfter(t *testing.T) {
 	v := e.create(r.url(), nil)
 	e.log.addN(3, 2)
 	e.supervise()
-	waitFor(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
 	msgs := r.messages()
 	if len(msgs) != 5 {
 		t.Fatalf("%d requests, want 5", len(msgs))
@@ -141,9 +142,9 @@ func TestPendingShowsFailures(t *testing.T) {
 	v := e.create(r.url(), nil)
 	e.log.add(1)
 	e.supervise()
-	waitFor(t, "three attempts", 5*time.Second, func() bool { return len(r.messages()) >= 3 })
+	wait.For(t, "three attempts", 5*time.Second, func() bool { return len(r.messages()) >= 3 })
 	var got *View
-	waitFor(t, "the pending batch in the view", 5*time.Second, func() bool {
+	wait.For(t, "the pending batch in the view", 5*time.Second, func() bool {
 		got, _ = e.svc.Get(context.Background(), testDef.Name, v.ID)
 		return got.Pending != nil && got.Pending.Attempts >= 3
 	})
@@ -169,7 +170,7 @@ func TestTimeoutsAndRefusedConnectionsAreRetried(t *testing.T) {
 	v := e.create("http://"+addr+"/hook", func(c *CreateRequest) { d := Duration(100 * time.Millisecond); c.Timeout = &d })
 	e.log.addN(2, 1)
 	e.supervise()
-	waitFor(t, "refused connections", 5*time.Second, func() bool {
+	wait.For(t, "refused connections", 5*time.Second, func() bool {
 		return counterValue(m.failures.WithLabelValues(v.ID, "connect")) >= 2
 	})
 	slow := make(chan struct{})
@@ -184,11 +185,11 @@ func TestTimeoutsAndRefusedConnectionsAreRetried(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, "a timeout", 5*time.Second, func() bool {
+	wait.For(t, "a timeout", 5*time.Second, func() bool {
 		return counterValue(m.failures.WithLabelValues(v.ID, "timeout")) >= 1
 	})
 	close(slow)
-	waitFor(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
 	checkRows(t, r.accepted()[len(r.accepted())-1:], e.log, 2, 3)
 }
 
@@ -207,7 +208,7 @@ func TestPermanentFailureIsDeadLetteredAndReplayed(t *testing.T) {
 	v := e.create(r.url(), func(c *CreateRequest) { c.BatchMaxEvents = 1; c.MaxAttempts = 5 })
 	e.log.addN(5, 1)
 	e.supervise()
-	waitFor(t, "delivery past the bad batch", 5*time.Second, func() bool { return e.cursorN(v.ID) == 6 })
+	wait.For(t, "delivery past the bad batch", 5*time.Second, func() bool { return e.cursorN(v.ID) == 6 })
 	var rows []int
 	for _, m := range r.accepted() {
 		rows = append(rows, m.Events[0].After.Txn)
@@ -268,7 +269,7 @@ func TestMaxAttemptsDeadLetters(t *testing.T) {
 	v := e.create(r.url(), func(c *CreateRequest) { c.BatchMaxEvents = 1; c.MaxAttempts = 3 })
 	e.log.addN(3, 1)
 	e.supervise()
-	waitFor(t, "delivery past the failing batch", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
+	wait.For(t, "delivery past the failing batch", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
 	dls, _, err := e.svc.DeadLetters(context.Background(), testDef.Name, v.ID, 0, 10)
 	if err != nil || len(dls) != 1 || dls[0].Reason != ReasonMaxAttempts || dls[0].Attempts != 3 || dls[0].LastStatus != 502 {
 		t.Fatalf("dead letters %+v %v", dls, err)
@@ -294,7 +295,7 @@ func TestGoneDisablesUntilResumed(t *testing.T) {
 	e.log.addN(2, 1)
 	sv := e.supervise(WithScanInterval(10 * time.Millisecond))
 	ctx := context.Background()
-	waitFor(t, "the webhook to be disabled", 5*time.Second, func() bool {
+	wait.For(t, "the webhook to be disabled", 5*time.Second, func() bool {
 		got, _ := e.svc.Get(ctx, testDef.Name, v.ID)
 		return got.State == StateDisabled && len(sv.Delivering()) == 0
 	})
@@ -313,7 +314,7 @@ func TestGoneDisablesUntilResumed(t *testing.T) {
 	if got, err := e.svc.Resume(ctx, testDef.Name, v.ID); err != nil || got.State != StateActive {
 		t.Fatalf("resume: %+v %v", got, err)
 	}
-	waitFor(t, "delivery after resume", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
+	wait.For(t, "delivery after resume", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
 	msgs := r.messages()
 	if msgs[1].ID != msgs[0].ID {
 		t.Fatal("the batch refused with 410 came back under another id")
@@ -326,12 +327,12 @@ func TestPauseResume(t *testing.T) {
 	v := e.create(r.url(), nil)
 	sv := e.supervise(WithScanInterval(10 * time.Millisecond))
 	ctx := context.Background()
-	waitFor(t, "the lease", 5*time.Second, func() bool { return len(sv.Delivering()) == 1 })
+	wait.For(t, "the lease", 5*time.Second, func() bool { return len(sv.Delivering()) == 1 })
 	got, err := e.svc.Pause(ctx, testDef.Name, v.ID)
 	if err != nil || got.State != StatePaused {
 		t.Fatalf("pause: %+v %v", got, err)
 	}
-	waitFor(t, "the deliverer to stop", 5*time.Second, func() bool { return len(sv.Delivering()) == 0 })
+	wait.For(t, "the deliverer to stop", 5*time.Second, func() bool { return len(sv.Delivering()) == 0 })
 	e.log.addN(3, 1)
 	time.Sleep(50 * time.Millisecond)
 	if len(r.messages()) != 0 {
@@ -340,7 +341,7 @@ func TestPauseResume(t *testing.T) {
 	if _, err := e.svc.Resume(ctx, testDef.Name, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delivery after resume", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
+	wait.For(t, "delivery after resume", 5*time.Second, func() bool { return e.cursorN(v.ID) == 4 })
 	checkRows(t, r.accepted(), e.log, 2, 4)
 }
 
@@ -355,11 +356,11 @@ func TestDeleteStopsAndForgets(t *testing.T) {
 	e.log.addN(2, 1)
 	sv := e.supervise(WithScanInterval(10 * time.Millisecond))
 	ctx := context.Background()
-	waitFor(t, "dead letters", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
+	wait.For(t, "dead letters", 5*time.Second, func() bool { return e.cursorN(v.ID) == 3 })
 	if err := e.svc.Delete(ctx, testDef.Name, v.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deliverer to stop", 5*time.Second, func() bool { return len(sv.Delivering()) == 0 })
+	wait.For(t, "the deliverer to stop", 5*time.Second, func() bool { return len(sv.Delivering()) == 0 })
 	if _, err := e.svc.Get(ctx, testDef.Name, v.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
@@ -382,7 +383,7 @@ func TestIdleWebhookStoresPosition(t *testing.T) {
 	v := e.create(r.url(), nil)
 	e.log.addN(5, 0)
 	e.supervise()
-	waitFor(t, "the idle position", 5*time.Second, func() bool { return e.cursorN(v.ID) == 6 })
+	wait.For(t, "the idle position", 5*time.Second, func() bool { return e.cursorN(v.ID) == 6 })
 	if len(r.messages()) != 0 {
 		t.Fatal("an empty batch was sent")
 	}
@@ -403,7 +404,7 @@ func TestRotatedSecretSignsAlongside(t *testing.T) {
 	}
 	e.supervise()
 	e.log.add(1)
-	waitFor(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 2 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 2 })
 	m := sigs.Load().(*message)
 	h := http.Header{}
 	h.Set(HeaderID, m.ID)
@@ -451,7 +452,7 @@ func TestStaleHolderIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := newDeliverer(e.svc, testDef, w, old)
-	waitFor(t, "expiry", time.Second, func() bool {
+	wait.For(t, "expiry", time.Second, func() bool {
 		_, err := e.st.AcquireLease(ctx, leaseName(v.ID), "b", time.Minute)
 		return err == nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"io"
 	"log/slog"
 	"net"
@@ -217,7 +218,7 @@ func (d *delayLog) sleep(ctx context.Context, dur time.Duration) error {
 	d.mu.Lock()
 	d.delays = append(d.delays, dur)
 	d.mu.Unlock()
-	return sleepCtx(ctx, min(dur, 5*time.Millisecond))
+	return wait.Sleep(ctx, min(dur, 5*time.Millisecond))
 }
 
 func (d *delayLog) all() []time.Duration {
@@ -384,18 +385,6 @@ func (r *receiver) accepted() []*message {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // checkRows asserts that msgs, in order, carry rows of transactions

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func TestIdleWebhookStoresCopyPhasePosition(t *testing.T) {
 		e.log.mu.Unlock()
 	}
 	e.supervise()
-	waitFor(t, "the idle copy-phase position", 5*time.Second, func() bool {
+	wait.For(t, "the idle copy-phase position", 5*time.Second, func() bool {
 		st, err := hub.NewCursors(e.st).Get(context.Background(), testDef.Name, SubscriberName(v.ID))
 		return err == nil && len(st.VGtid.GetShardGtids()) == 2 && posN(st.VGtid) == 4
 	})

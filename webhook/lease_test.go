@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
@@ -149,7 +150,7 @@ func TestOneReplicaDelivers(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	last := a.log.len()
-	waitFor(t, "delivery", 10*time.Second, func() bool { return a.cursorN(v.ID) == last })
+	wait.For(t, "delivery", 10*time.Second, func() bool { return a.cursorN(v.ID) == last })
 	if n := len(sa.Delivering()) + len(sb.Delivering()); n != 1 {
 		t.Fatalf("%d replicas deliver", n)
 	}
@@ -192,25 +193,25 @@ func TestTakeoverAfterPartition(t *testing.T) {
 	}
 	cut.down.Store(true)
 	cutAt := time.Now()
-	waitFor(t, "the other replica to take over", 5*time.Second, func() bool { return len(other.Delivering()) == 1 })
+	wait.For(t, "the other replica to take over", 5*time.Second, func() bool { return len(other.Delivering()) == 1 })
 	if took := time.Since(cutAt); took > 3*ttl {
 		t.Errorf("takeover took %v with a %v lease", took, ttl)
 	}
-	waitFor(t, "the in-flight batch to be re-sent", 5*time.Second, func() bool { return len(r.messages()) >= 2 })
+	wait.For(t, "the in-flight batch to be re-sent", 5*time.Second, func() bool { return len(r.messages()) >= 2 })
 	msgs := r.messages()
 	if msgs[1].ID != msgs[0].ID || string(msgs[1].Body) != string(msgs[0].Body) {
 		t.Fatalf("re-sent batch %s differs from the in-flight %s", msgs[1].ID, msgs[0].ID)
 	}
 	last := a.log.len()
-	waitFor(t, "delivery", 5*time.Second, func() bool { return live.cursorN(v.ID) == last })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return live.cursorN(v.ID) == last })
 	// The frozen replica wakes up: its request completes, but nothing it
 	// writes lands, and it stops.
 	cut.down.Store(false)
 	close(release)
-	waitFor(t, "the cut-off replica to stop", 5*time.Second, func() bool { return len(owner.Delivering()) == 0 })
+	wait.For(t, "the cut-off replica to stop", 5*time.Second, func() bool { return len(owner.Delivering()) == 0 })
 	a.log.addN(3, 1)
 	last = a.log.len()
-	waitFor(t, "later delivery", 5*time.Second, func() bool { return live.cursorN(v.ID) == last })
+	wait.For(t, "later delivery", 5*time.Second, func() bool { return live.cursorN(v.ID) == last })
 	checkRows(t, r.accepted(), a.log, 2, last)
 }
 
@@ -225,7 +226,7 @@ func TestShortPartitionKeepsDeliverer(t *testing.T) {
 	sa := a.supervise(WithLeaseTTL(ttl), WithHolder("a"))
 	sb := b.supervise(WithLeaseTTL(ttl), WithHolder("b"))
 	a.log.addN(2, 1)
-	waitFor(t, "delivery", 5*time.Second, func() bool { return a.cursorN(v.ID) == 3 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return a.cursorN(v.ID) == 3 })
 	owner, other, cut := sa, sb, pa
 	if len(sa.Delivering()) == 0 {
 		owner, other, cut = sb, sa, pb
@@ -237,16 +238,16 @@ func TestShortPartitionKeepsDeliverer(t *testing.T) {
 	}
 
 	cut.down.Store(true)
-	waitFor(t, "a refused renewal", 5*time.Second, func() bool { return cut.renewRefused.Load() >= 1 })
+	wait.For(t, "a refused renewal", 5*time.Second, func() bool { return cut.renewRefused.Load() >= 1 })
 	cut.down.Store(false)
 
 	a.log.addN(2, 1)
-	waitFor(t, "delivery after the partition", 5*time.Second, func() bool { return a.cursorN(v.ID) == 5 })
+	wait.For(t, "delivery after the partition", 5*time.Second, func() bool { return a.cursorN(v.ID) == 5 })
 	// Four renewals after the partition end more than a lease time after
 	// the last one before it: had the lease lapsed in between, the other
 	// replica (asking at every scan) would hold it now.
 	renewed := cut.renewed.Load()
-	waitFor(t, "renewals after the partition", 5*time.Second, func() bool { return cut.renewed.Load() >= renewed+4 })
+	wait.For(t, "renewals after the partition", 5*time.Second, func() bool { return cut.renewed.Load() >= renewed+4 })
 	now, err := a.st.GetLease(ctx, leaseName(v.ID))
 	if err != nil || now.Token != held.Token || now.Holder != held.Holder {
 		t.Fatalf("lease after the partition: %+v, %v; want %+v", now, err, held)
@@ -268,11 +269,11 @@ func TestGracefulHandover(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { sa.Run(ctx); close(done) }()
-	waitFor(t, "a to deliver", 5*time.Second, func() bool { return len(sa.Delivering()) == 1 })
+	wait.For(t, "a to deliver", 5*time.Second, func() bool { return len(sa.Delivering()) == 1 })
 	sb := b.supervise(WithLeaseTTL(ttl), WithHolder("b"), WithScanInterval(10*time.Millisecond))
 	cancel()
 	<-done
-	waitFor(t, "b to take over", 2*time.Second, func() bool { return len(sb.Delivering()) == 1 })
+	wait.For(t, "b to take over", 2*time.Second, func() bool { return len(sb.Delivering()) == 1 })
 	a.log.addN(2, 1)
-	waitFor(t, "delivery", 5*time.Second, func() bool { return a.cursorN(v.ID) == 3 })
+	wait.For(t, "delivery", 5*time.Second, func() bool { return a.cursorN(v.ID) == 3 })
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -95,7 +96,7 @@ func NewService(st store.Store, reg StreamLookup, h *hub.Hub, opts ...Option) *S
 	s := &Service{
 		st: st, repo: repo{st: st}, streams: reg,
 		backoff: DefaultBackoff(), metrics: defaultMetrics, log: slog.Default(),
-		now: time.Now, sleep: sleepCtx, idleAck: 5 * time.Second, pinWait: 10 * time.Second,
+		now: time.Now, sleep: wait.Sleep, idleAck: 5 * time.Second, pinWait: 10 * time.Second,
 	}
 	if h != nil {
 		s.cursors, s.tokens, s.src = h.Cursors(), h, HubSource{Hub: h}
@@ -105,17 +106,6 @@ func NewService(st store.Store, reg StreamLookup, h *hub.Hub, opts ...Option) *S
 	}
 	s.client = newHTTPClient(s.policy)
 	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // View is a webhook as the API shows it: settings, state and progress,
