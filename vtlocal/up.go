@@ -38,6 +38,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if _, err := c.account(ctx); err != nil {
 		return err
 	}
+	c.reservePorts()
 	if err := c.mkdirOwned(c.tmpDir()); err != nil {
 		return err
 	}
