@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// vstreamCount sums vtgate's VStreamsCount (/debug/vars): the number of
+// active shard streams vtgate serves, by "keyspace.shard.tablet_type". A
+// VStream over a keyspace of n shards counts n; the gauge is what vtgate's
+// vstream manager adds to when a shard stream starts and takes from when
+// it ends.
+func vstreamCount(ctx context.Context, varsURL string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", varsURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		VStreamsCount map[string]int64 `json:"VStreamsCount"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		return 0, fmt.Errorf("%s: %w", varsURL, err)
+	}
+	var n int64
+	for _, v := range vars.VStreamsCount {
+		n += v
+	}
+	return n, nil
+}
+
+// vtctld runs vtctldclient against the cluster's vtctld.
+type vtctld struct {
+	bin    string
+	server string
+}
+
+func (v vtctld) run(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, v.bin, append([]string{"--server", v.server}, args...)...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("vtctldclient %s: %w: %s", args[0], err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return nil, fmt.Errorf("vtctldclient %s: %w", args[0], err)
+	}
+	return out, nil
+}
+
+// tablet is one tablet of GetTablets.
+type tablet struct {
+	Alias    string
+	Keyspace string
+	Shard    string
+	Type     string
+}
+
+// primaries lists the primary tablets (GetTablets, awk format: alias
+// keyspace shard type …).
+func (v vtctld) primaries(ctx context.Context) ([]tablet, error) {
+	out, err := v.run(ctx, "GetTablets", "--tablet-type", "primary")
+	if err != nil {
+		return nil, err
+	}
+	return parseTablets(string(out)), nil
+}
+
+func parseTablets(out string) []tablet {
+	var ts []tablet
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 {
+			ts = append(ts, tablet{Alias: f[0], Keyspace: f[1], Shard: f[2], Type: f[3]})
+		}
+	}
+	return ts
+}
+
+// dumpThreads counts the binlog dump threads on a tablet's MariaDB: one per
+// replica or VStream reading its binlog (SHOW PROCESSLIST, Command
+// "Binlog Dump" or "Binlog Dump GTID").
+func (v vtctld) dumpThreads(ctx context.Context, alias string) (int, error) {
+	out, err := v.run(ctx, "ExecuteFetchAsDBA", "--json", alias, "SHOW PROCESSLIST")
+	if err != nil {
+		return 0, err
+	}
+	return countDumpThreads(out)
+}
+
+// countDumpThreads counts them in a query result of ExecuteFetchAsDBA
+// --json: fields by name, rows as arrays of values.
+func countDumpThreads(out []byte) (int, error) {
+	var res struct {
+		Fields []struct {
+			Name string `json:"name"`
+		} `json:"fields"`
+		Rows [][]any `json:"rows"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return 0, fmt.Errorf("SHOW PROCESSLIST: %w", err)
+	}
+	col := -1
+	for i, f := range res.Fields {
+		if strings.EqualFold(f.Name, "Command") {
+			col = i
+		}
+	}
+	if col < 0 {
+		return 0, fmt.Errorf("SHOW PROCESSLIST: no Command column")
+	}
+	n := 0
+	for _, row := range res.Rows {
+		if col < len(row) {
+			if s, ok := row[col].(string); ok && strings.HasPrefix(s, "Binlog Dump") {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
