@@ -40,7 +40,7 @@ type config struct {
 	serverPid, auxPid                    int
 	serverName                           string
 	varsURL, vtctldAddr, vtctldclient    string
-	idle                                 bool
+	idle, settle                         bool
 	idleHold                             time.Duration
 	jsonOut, run, logLevel               string
 }
@@ -77,6 +77,7 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.varsURL, "vtgate-vars", "http://localhost:15001/debug/vars", "vtgate's /debug/vars")
 	fs.StringVar(&c.vtctldAddr, "vtctld", "localhost:15999", "vtctld gRPC address")
 	fs.StringVar(&c.vtctldclient, "vtctldclient", defaultVtctldclient(), "vtctldclient binary")
+	fs.BoolVar(&c.settle, "settle", true, "before measuring, rotate the keyspace's binlogs so that dump threads left by earlier VStreams exit")
 	fs.BoolVar(&c.idle, "idle", false, "idle-memory mode: open the readers, write nothing, report RSS per connection")
 	fs.DurationVar(&c.idleHold, "idle-hold", 5*time.Second, "idle mode: how long the connections are held before RSS is read")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON to this file (- for stdout, replacing the text)")

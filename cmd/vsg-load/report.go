@@ -55,7 +55,8 @@ type Report struct {
 	VStreamsPeak int64          `json:"vtgate_vstreams_peak"`
 	DumpPeak     int            `json:"binlog_dump_threads_peak"`
 	DumpPeakBy   map[string]int `json:"binlog_dump_threads_peak_by_shard"`
-	End          sample         `json:"end"`
+	Before       sample         `json:"before"` // other streams of the cluster, before the readers connect
+	End          sample         `json:"end"`    // before the readers disconnect
 
 	Idle   *IdleReport `json:"idle,omitempty"`
 	Errors []string    `json:"errors,omitempty"`
@@ -109,7 +110,7 @@ func (r *Report) text(w io.Writer) {
 	for _, p := range []struct {
 		name string
 		p    *ProcReport
-	}{{"server", r.Server}, {"aux (publisher)", r.Aux}} {
+	}{{"server", r.Server}, {"publisher", r.Aux}} {
 		if p.p != nil {
 			row(p.name+" RSS peak / end, CPU", "%.1f / %.1f MiB, %.2f s (pid %d)", p.p.RSSPeakMiB, p.p.RSSEndMiB, p.p.CPUSec, p.p.Pid)
 		}
@@ -118,8 +119,8 @@ func (r *Report) text(w io.Writer) {
 		row("idle connections", "%d: RSS %.1f → %.1f MiB = %.1f KiB per connection", r.Idle.Conns, r.Idle.RSSBeforeMiB, r.Idle.RSSAfterMiB, r.Idle.PerConnKiB)
 	}
 	row("cluster CPU / load tool CPU", "%.2f s / %.2f s", r.Cluster, r.LoadCPU)
-	row("vtgate VStreams peak / end", "%d / %d", r.VStreamsPeak, r.End.VStreams)
-	row("binlog dump threads peak/end", "%d / %d  %v", r.DumpPeak, r.End.DumpTotal, r.End.DumpThreads)
+	row("vtgate VStreams before/peak/end", "%d / %d / %d", r.Before.VStreams, r.VStreamsPeak, r.End.VStreams)
+	row("dump threads before/peak/end", "%d / %d / %d  %v", r.Before.DumpTotal, r.DumpPeak, r.End.DumpTotal, r.End.DumpThreads)
 	for _, e := range r.Errors {
 		row("error", "%s", e)
 	}

@@ -45,7 +45,11 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	pr := &probe{server: findPid(cfg.serverPid, cfg.serverName, log), aux: cfg.auxPid, log: log,
 		vt: vtctld{bin: cfg.vtctldclient, server: cfg.vtctldAddr}, varsURL: cfg.varsURL}
 	pr.rssPeak, pr.dumpPeak = map[int]int64{}, map[string]int{}
+	if cfg.settle {
+		pr.settle(ctx, cfg.keyspace, 5*time.Second)
+	}
 	before := pr.streams(ctx)
+	rep.Before = before
 	log.Info("before the run", "vtgate_vstreams", before.VStreams, "binlog_dump_threads", before.DumpThreads)
 	rssBefore := pr.rss()
 	stopProbe := pr.start(ctx)
@@ -130,7 +134,9 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 				CPUSec: cpuAfter.procs[p.pid] - cpuBefore.procs[p.pid]}
 		}
 	}
+	pr.mu.Lock()
 	rep.VStreamsPeak, rep.DumpPeak, rep.DumpPeakBy = pr.vstreamPeak, pr.dumpPeakSum, pr.dumpPeak
+	pr.mu.Unlock()
 	for err := range pr.errs {
 		rep.Errors = append(rep.Errors, err)
 	}

@@ -127,3 +127,52 @@ func countDumpThreads(out []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// settle rotates the binlogs of keyspace's primaries and waits (up to
+// limit) until their dump-thread count stops falling. A VStream that ended
+// leaves its dump thread behind until the thread next has something to
+// send; a rotation wakes it and it exits. Without this a run would count
+// the threads of the previous run's readers.
+func (p *probe) settle(ctx context.Context, keyspace string, limit time.Duration) {
+	ts, err := p.vt.primaries(ctx)
+	if err != nil {
+		p.note(err)
+		return
+	}
+	total := func() int {
+		n := 0
+		for _, t := range ts {
+			if t.Keyspace == keyspace {
+				c, err := p.vt.dumpThreads(ctx, t.Alias)
+				if err != nil {
+					p.note(err)
+				}
+				n += c
+			}
+		}
+		return n
+	}
+	for _, t := range ts {
+		if t.Keyspace == keyspace {
+			if _, err := p.vt.run(ctx, "ExecuteFetchAsDBA", t.Alias, "FLUSH BINARY LOGS"); err != nil {
+				p.note(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(limit)
+	prev := total()
+	tk := time.NewTicker(300 * time.Millisecond)
+	defer tk.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		n := total()
+		if n >= prev {
+			return
+		}
+		prev = n
+	}
+}

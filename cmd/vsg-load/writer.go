@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,9 +46,9 @@ func openDB(addr, user, keyspace string, conns int) (*sql.DB, error) {
 	return db, nil
 }
 
-// capacity is how many rows a run of d at rate r may write.
+// capacity is how many rows a run of d at rate r writes.
 func capacity(rate float64, d time.Duration) int {
-	return int(rate*d.Seconds()) + 16
+	return max(1, int(math.Ceil(rate*d.Seconds())))
 }
 
 // run writes until ctx ends or the log is full. Rows are scheduled on a
