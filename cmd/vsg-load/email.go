@@ -78,11 +78,12 @@ func digitsUntil(b []byte, sep byte) (n int64, rest []byte, ok bool) {
 	return n, b[i+1:], true
 }
 
-// stringField returns the value of the JSON string member name (given as
-// `"name":"`) in msg, or nil. Cursors and epochs are URL-safe tokens
-// without escapes, so the value ends at the next quote.
+// stringField returns the value of the last JSON string member name (given
+// as `"name":"`) in msg, or nil: in a transaction array, the last event's.
+// Cursors are URL-safe tokens without escapes, so the value ends at the
+// next quote.
 func stringField(msg, name []byte) []byte {
-	i := bytes.Index(msg, name)
+	i := bytes.LastIndex(msg, name)
 	if i < 0 {
 		return nil
 	}

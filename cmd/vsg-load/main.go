@@ -32,6 +32,7 @@ type config struct {
 	rate                                 float64
 	writers                              int
 	duration, readyTimeout, drain        time.Duration
+	drainMax                             time.Duration
 	pullWait                             time.Duration
 	mysql, mysqlUser, keyspace, table    string
 	reconnectFrac                        float64
@@ -61,7 +62,8 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.writers, "writers", 4, "writer connections to vtgate (each sends one INSERT at a time)")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long the writer writes")
 	fs.DurationVar(&c.readyTimeout, "ready-timeout", 60*time.Second, "longest wait for readers to know their position before writing")
-	fs.DurationVar(&c.drain, "drain", 15*time.Second, "longest wait after the writer stops for rows still in flight")
+	fs.DurationVar(&c.drain, "drain", 10*time.Second, "after the writer stops, how long readers may receive nothing before missing rows count as lost")
+	fs.DurationVar(&c.drainMax, "drain-max", 2*time.Minute, "longest wait after the writer stops for rows still in flight")
 	fs.DurationVar(&c.pullWait, "pull-wait", 10*time.Second, "pull readers' long-poll wait")
 	fs.StringVar(&c.mysql, "mysql", "127.0.0.1:15306", "vtgate MySQL address")
 	fs.StringVar(&c.mysqlUser, "mysql-user", "root", "MySQL user")

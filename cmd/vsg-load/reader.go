@@ -44,8 +44,9 @@ type reader struct {
 	readyOnce sync.Once
 	readyAt   atomic.Int64 // t.readyAt, for the run to read while the reader runs
 	// release frees the reader's slot among those connecting at the start
-	// (once it knows its position, its first connection failed, or after
-	// a few seconds).
+	// (once connected, once its first connection failed, or after a few
+	// seconds), so that thousands of handshakes are not all in flight at
+	// once.
 	release func()
 	kickMu  sync.Mutex
 	kicked  bool
@@ -80,6 +81,9 @@ func (r *reader) readyAtSafe() int64 { return r.readyAt.Load() }
 // setStop installs how to end the current connection. A kick that came
 // while connecting takes effect at once.
 func (r *reader) setStop(f func()) {
+	if r.release != nil {
+		r.release() // connected: the next reader may start its handshake
+	}
 	r.kickMu.Lock()
 	r.stop = f
 	k := r.kicked

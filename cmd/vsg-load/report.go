@@ -35,6 +35,8 @@ type Report struct {
 	Lost            int64   `json:"lost"`
 	Dups            int64   `json:"dups"`
 	ReadersWithLoss int     `json:"readers_with_loss"`
+	ReadersBehind   int     `json:"readers_behind"` // still short when the drain ended
+	Drain           float64 `json:"drain_s"`        // writer end → drain end
 	Foreign         int64   `json:"foreign"`
 	Malformed       int64   `json:"malformed"`
 
@@ -104,6 +106,7 @@ func (r *Report) text(w io.Writer) {
 		row("rows delivered", "%d  (%.0f/s total, %.1f/s per reader, min reader %d)", r.RowsDelivered, r.RowsPerSec, r.RowsPerSecRdr, r.MinReaderRows)
 		row("messages delivered", "%d", r.MsgsDelivered)
 		row("lost / dups (expected)", "%d / %d  (%d; %d readers with loss)", r.Lost, r.Dups, r.Expected, r.ReadersWithLoss)
+		row("drain", "%.1f s after the writer; %d readers still short", r.Drain, r.ReadersBehind)
 		row("reconnects / disconnects", "%d planned, %d unplanned, %d connect errors, %d recoveries failed", r.Reconnects, r.Disconnects, r.ConnectErrors, r.RecoveryFailed)
 		row("latency p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.LatencyP50, r.LatencyP99, r.LatencyMax)
 	}

@@ -23,7 +23,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 		log: log, ready: make(chan int, k),
 	}
 	if cfg.target == "centrifugo" {
-		tok, err := centrifugoToken(cfg.cfSecret, "vsg-load", cfg.readyTimeout+cfg.duration+cfg.drain+10*time.Minute)
+		tok, err := centrifugoToken(cfg.cfSecret, "vsg-load", cfg.readyTimeout+cfg.duration+cfg.drainMax+10*time.Minute)
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +111,9 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 		stopStorm := storm(rctx, readers, cfg.reconnectFrac, cfg.reconnectEvery)
 		db.runFor(ctx, cfg.duration)
 		log.Info("writer done", "rows", db.n.Load(), "errors", db.errs.Load())
-		drain(ctx, readers, wl, db.n.Load(), winStart.UnixNano(), time.Now().Add(cfg.drain))
+		drainStart := time.Now()
+		rep.ReadersBehind = drain(ctx, readers, wl, db.n.Load(), cfg.drain, cfg.drainMax)
+		rep.Drain = time.Since(drainStart).Seconds()
 		stopStorm()
 	}
 	window := time.Since(winStart)
@@ -270,8 +272,11 @@ func storm(ctx context.Context, readers []*reader, frac float64, every time.Dura
 }
 
 // drain waits until every reader that knew its position has as many
-// distinct rows as were committed after it did, or until the deadline.
-func drain(ctx context.Context, readers []*reader, wl *writeLog, n, writerStart int64, deadline time.Time) {
+// distinct rows as were committed after it did; or until no reader has
+// received anything for idle (rows still coming in are late, not lost:
+// a saturated server may deliver them long after the writer stopped); or
+// until limit. It returns how many readers were still short.
+func drain(ctx context.Context, readers []*reader, wl *writeLog, n int64, idle, limit time.Duration) int {
 	want := make([]int64, len(readers))
 	for i, r := range readers {
 		ra := r.readyAtSafe()
@@ -286,20 +291,26 @@ func drain(ctx context.Context, readers []*reader, wl *writeLog, n, writerStart 
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for time.Now().Before(deadline) {
-		all := true
+	end := time.Now().Add(limit)
+	lastProgress, lastTotal := time.Now(), int64(-1)
+	for {
+		short, total := 0, int64(0)
 		for i, r := range readers {
-			if r.uniq.Load() < want[i] {
-				all = false
-				break
+			u := r.uniq.Load()
+			total += u
+			if u < want[i] {
+				short++
 			}
 		}
-		if all {
-			return
+		if total != lastTotal {
+			lastTotal, lastProgress = total, time.Now()
+		}
+		if short == 0 || time.Since(lastProgress) > idle || time.Now().After(end) {
+			return short
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return short
 		case <-t.C:
 		}
 	}
