@@ -73,7 +73,7 @@ func run(c config, log *slog.Logger) error {
 	defer os.RemoveAll(tmp)
 	stream := "load"
 	secret := randHex(32)
-	common := []string{"--rate", fmt.Sprint(c.rate), "--duration", c.duration.String(), "--stream", stream,
+	common := []string{"--rate", fmt.Sprint(c.rate), "--duration", c.duration.String(), "--stream", stream, "--ready-timeout", "30s",
 		"--vtctldclient", filepath.Join(c.vitessBin, "vtctldclient")}
 	common = append(common, c.extra...)
 	reports := map[string]map[int]*report{"gateway": {}, "centrifugo": {}}

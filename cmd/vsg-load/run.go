@@ -55,20 +55,33 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	stopProbe := pr.start(ctx)
 	defer stopProbe()
 
+	conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := conn.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
+	}
 	var db *writer
 	var wl *writeLog
 	if !cfg.idle {
-		conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		if err := conn.PingContext(ctx); err != nil {
-			return nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
-		}
 		wl = newWriteLog(capacity(cfg.rate, cfg.duration))
 		db = &writer{db: conn, run: cfg.run, table: cfg.table, rate: cfg.rate, conns: cfg.writers, log: log, wl: wl}
 	}
+	// The readers' VStreams leave their dump threads on the shared
+	// cluster's primaries until each has something to send; thousands of
+	// them hold MariaDB's connections (max_connections) from everyone
+	// else. A few rows (on every shard, with luck of the hash) and a
+	// binlog rotation end them.
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := range 16 {
+			conn.ExecContext(cctx, fmt.Sprintf("insert into %s(email) values (?)", cfg.table), fmt.Sprintf("load-%s-end%d@x", cfg.run, i))
+		}
+		pr.settle(cctx, cfg.keyspace, 10*time.Second)
+	}()
 
 	// Readers connect, at most connectConcurrency at a time still waiting
 	// to learn their position.
