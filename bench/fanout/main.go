@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -169,16 +170,28 @@ func load(c config, log *slog.Logger, target string, k int, args, env []string) 
 	out := filepath.Join(c.out, fmt.Sprintf("%s-%d.json", target, k))
 	os.Remove(out)
 	args = append(args, "--ws", strconv.Itoa(k), "--json", out)
-	log.Info("run", "target", target, "k", k)
-	cmd := exec.Command(filepath.Join(c.bin, "vsg-load"), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Warn("vsg-load reported a failure", "target", target, "k", k, "err", err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		return nil, fmt.Errorf("%s K=%d: no report: %w", target, k, err)
+	var b []byte
+	// The cluster is shared: when it is being recreated, a run cannot
+	// start (no report); wait until vtgate serves again and run again.
+	for attempt := 1; ; attempt++ {
+		log.Info("run", "target", target, "k", k, "attempt", attempt)
+		cmd := exec.Command(filepath.Join(c.bin, "vsg-load"), args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			log.Warn("vsg-load reported a failure", "target", target, "k", k, "err", err)
+		}
+		var err error
+		if b, err = os.ReadFile(out); err == nil {
+			break
+		}
+		if attempt == 3 {
+			return nil, fmt.Errorf("%s K=%d: no report: %w", target, k, err)
+		}
+		log.Warn("no report; waiting for the cluster", "target", target, "k", k)
+		if err := waitTCP("127.0.0.1:15306", 10*time.Minute); err != nil {
+			return nil, err
+		}
 	}
 	var r report
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -212,6 +225,21 @@ func stop(cmd *exec.Cmd) {
 		cmd.Process.Kill()
 		<-done
 	}
+}
+
+// waitTCP polls addr until it accepts a connection.
+func waitTCP(addr string, limit time.Duration) error {
+	end := time.Now().Add(limit)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for time.Now().Before(end) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		<-t.C
+	}
+	return fmt.Errorf("%s not back within %v", addr, limit)
 }
 
 // waitHTTP polls url until it answers 200.

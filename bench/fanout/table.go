@@ -26,9 +26,11 @@ type report struct {
 	LoadCPU       float64 `json:"load_cpu_s"`
 	VStreamsPeak  int64   `json:"vtgate_vstreams_peak"`
 	DumpPeak      int     `json:"binlog_dump_threads_peak"`
+	VstreamerPeak int64   `json:"vttablet_vstreamers_peak"`
 	Before        struct {
-		VStreams  int64 `json:"vtgate_vstreams"`
-		DumpTotal int   `json:"binlog_dump_threads_total"`
+		VStreams   int64 `json:"vtgate_vstreams"`
+		DumpTotal  int   `json:"binlog_dump_threads_total"`
+		Vstreamers int64 `json:"vttablet_vstreamers"`
 	} `json:"before"`
 }
 
@@ -87,6 +89,8 @@ func table(w io.Writer, c config, reports map[string]map[int]*report) {
 		line("vtgate VStreams peak", float64(g.VStreamsPeak), float64(f.VStreamsPeak), "%.0f")
 		line("  before the run", float64(g.Before.VStreams), float64(f.Before.VStreams), "%.0f")
 		line("  added (peak - before)", float64(g.VStreamsPeak-g.Before.VStreams), float64(f.VStreamsPeak-f.Before.VStreams), "%.0f")
+		line("vttablet vstreamers peak", float64(g.VstreamerPeak), float64(f.VstreamerPeak), "%.0f")
+		line("  before the run", float64(g.Before.Vstreamers), float64(f.Before.Vstreamers), "%.0f")
 		line("binlog dump threads peak", float64(g.DumpPeak), float64(f.DumpPeak), "%.0f")
 		line("  before the run", float64(g.Before.DumpTotal), float64(f.Before.DumpTotal), "%.0f")
 		line("  added (peak - before)", float64(g.DumpPeak-g.Before.DumpTotal), float64(f.DumpPeak-f.Before.DumpTotal), "%.0f")

@@ -16,13 +16,14 @@ type probe struct {
 	varsURL     string
 	log         *slog.Logger
 
-	mu          sync.Mutex
-	rssPeak     map[int]int64
-	vstreamPeak int64
-	dumpPeak    map[string]int
-	dumpPeakSum int
-	tablets     []tablet
-	errs        map[string]bool
+	mu            sync.Mutex
+	rssPeak       map[int]int64
+	vstreamPeak   int64
+	dumpPeak      map[string]int
+	dumpPeakSum   int
+	vstreamerPeak int64
+	tablets       []tablet
+	errs          map[string]bool
 }
 
 func (p *probe) note(err error) {
@@ -42,6 +43,8 @@ type sample struct {
 	VStreams    int64          `json:"vtgate_vstreams"`
 	DumpThreads map[string]int `json:"binlog_dump_threads"`
 	DumpTotal   int            `json:"binlog_dump_threads_total"`
+	// Vstreamers is the sum of the primaries' VStreamerCount.
+	Vstreamers int64 `json:"vttablet_vstreamers"`
 }
 
 // rss reads and records the RSS of the probed processes.
@@ -77,6 +80,11 @@ func (p *probe) streams(ctx context.Context) sample {
 		p.tablets = ts
 	}
 	for _, t := range p.tablets {
+		if v, err := vstreamerCount(ctx, t.Web); err != nil {
+			p.note(err)
+		} else {
+			s.Vstreamers += v
+		}
 		n, err := p.vt.dumpThreads(ctx, t.Alias)
 		if err != nil {
 			p.note(err)
@@ -93,6 +101,7 @@ func (p *probe) streams(ctx context.Context) sample {
 		p.dumpPeak[k] = max(p.dumpPeak[k], v)
 	}
 	p.dumpPeakSum = max(p.dumpPeakSum, s.DumpTotal)
+	p.vstreamerPeak = max(p.vstreamerPeak, s.Vstreamers)
 	return s
 }
 

@@ -54,11 +54,12 @@ type Report struct {
 	Cluster float64     `json:"cluster_cpu_s"` // vtgate + vttablet + MariaDB
 	LoadCPU float64     `json:"load_cpu_s"`    // this tool
 
-	VStreamsPeak int64          `json:"vtgate_vstreams_peak"`
-	DumpPeak     int            `json:"binlog_dump_threads_peak"`
-	DumpPeakBy   map[string]int `json:"binlog_dump_threads_peak_by_shard"`
-	Before       sample         `json:"before"` // other streams of the cluster, before the readers connect
-	End          sample         `json:"end"`    // before the readers disconnect
+	VStreamsPeak   int64          `json:"vtgate_vstreams_peak"`
+	DumpPeak       int            `json:"binlog_dump_threads_peak"`
+	DumpPeakBy     map[string]int `json:"binlog_dump_threads_peak_by_shard"`
+	VstreamersPeak int64          `json:"vttablet_vstreamers_peak"`
+	Before         sample         `json:"before"` // other streams of the cluster, before the readers connect
+	End            sample         `json:"end"`    // before the readers disconnect
 
 	Idle   *IdleReport `json:"idle,omitempty"`
 	Errors []string    `json:"errors,omitempty"`
@@ -123,6 +124,7 @@ func (r *Report) text(w io.Writer) {
 	}
 	row("cluster CPU / load tool CPU", "%.2f s / %.2f s", r.Cluster, r.LoadCPU)
 	row("vtgate VStreams before/peak/end", "%d / %d / %d", r.Before.VStreams, r.VStreamsPeak, r.End.VStreams)
+	row("vttablet vstreamers b/p/e", "%d / %d / %d", r.Before.Vstreamers, r.VstreamersPeak, r.End.Vstreamers)
 	row("dump threads before/peak/end", "%d / %d / %d  %v", r.Before.DumpTotal, r.DumpPeak, r.End.DumpTotal, r.End.DumpThreads)
 	for _, e := range r.Errors {
 		row("error", "%s", e)

@@ -113,7 +113,15 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 		wg.Add(1)
 		go func() { defer wg.Done(); r.run(rctx, s) }()
 	}
-	ready := waitReady(ctx, e.ready, k, start.Add(cfg.readyTimeout))
+	// The wait counts from the last reader's launch: launching thousands
+	// against a struggling server can itself take longer than the wait.
+	waitReady(ctx, e.ready, k, time.Now().Add(cfg.readyTimeout))
+	ready := 0
+	for _, r := range readers {
+		if r.readyAtSafe() != 0 {
+			ready++
+		}
+	}
 	log.Info("readers connected", "ready", ready, "of", k, "in", time.Since(start).Round(time.Millisecond))
 
 	cpuBefore := cpus(pr)
@@ -151,6 +159,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	}
 	pr.mu.Lock()
 	rep.VStreamsPeak, rep.DumpPeak, rep.DumpPeakBy = pr.vstreamPeak, pr.dumpPeakSum, pr.dumpPeak
+	rep.VstreamersPeak = pr.vstreamerPeak
 	pr.mu.Unlock()
 	for err := range pr.errs {
 		rep.Errors = append(rep.Errors, err)

@@ -10,6 +10,30 @@ import (
 	"time"
 )
 
+// vstreamerCount reads a vttablet's VStreamerCount (/debug/vars): the
+// vstreamers it runs, each reading the binlog through its own dump thread.
+// Unlike SHOW PROCESSLIST it answers when MariaDB has no connection left.
+func vstreamerCount(ctx context.Context, web string) (int64, error) {
+	if err := loopbackOnly(web); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+web+"/debug/vars", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var vars struct {
+		VStreamerCount int64 `json:"VStreamerCount"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&vars); err != nil {
+		return 0, fmt.Errorf("%s: %w", web, err)
+	}
+	return vars.VStreamerCount, nil
+}
+
 // vstreamCount sums vtgate's VStreamsCount (/debug/vars): the number of
 // active shard streams vtgate serves, by "keyspace.shard.tablet_type". A
 // VStream over a keyspace of n shards counts n; the gauge is what vtgate's
@@ -62,6 +86,7 @@ type tablet struct {
 	Keyspace string
 	Shard    string
 	Type     string
+	Web      string // host:port of its HTTP server (/debug/vars)
 }
 
 // primaries lists the primary tablets (GetTablets, awk format: alias
@@ -78,8 +103,8 @@ func parseTablets(out string) []tablet {
 	var ts []tablet
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 4 {
-			ts = append(ts, tablet{Alias: f[0], Keyspace: f[1], Shard: f[2], Type: f[3]})
+		if len(f) >= 5 {
+			ts = append(ts, tablet{Alias: f[0], Keyspace: f[1], Shard: f[2], Type: f[3], Web: f[4]})
 		}
 	}
 	return ts

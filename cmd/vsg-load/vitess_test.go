@@ -22,7 +22,7 @@ func TestCountDumpThreads(t *testing.T) {
 func TestParseTablets(t *testing.T) {
 	ts := parseTablets("zone1-0000000100 commerce 0 primary localhost:15100 localhost:17100 [] 2026-12-03T09:11:37Z\n" +
 		"zone1-0000000300 customer -80 primary localhost:15300 localhost:17300 [] 2026-12-03T09:11:38Z\n")
-	if len(ts) != 2 || ts[1].Alias != "zone1-0000000300" || ts[1].Shard != "-80" || ts[1].Keyspace != "customer" {
+	if len(ts) != 2 || ts[1].Alias != "zone1-0000000300" || ts[1].Shard != "-80" || ts[1].Keyspace != "customer" || ts[1].Web != "localhost:15300" {
 		t.Fatalf("%+v", ts)
 	}
 }
