@@ -74,15 +74,29 @@ func pidsByName(name string) []int {
 	return out
 }
 
-// clusterCPU returns the CPU seconds used so far by the local cluster's
-// processes that serve VStreams: vtgate, vttablet and MariaDB.
-func clusterCPU() float64 {
-	var sum float64
+// clusterCPU returns the CPU seconds used so far by each of the local
+// cluster's processes that serve VStreams (vtgate, vttablet, MariaDB), by
+// pid: a process restarted in between (the cluster is shared and may be
+// recreated) must not count as negative time.
+func clusterCPU() map[int]float64 {
+	out := map[int]float64{}
 	for _, name := range []string{"vtgate", "vttablet", "mariadbd", "mysqld"} {
 		for _, pid := range pidsByName(name) {
 			if c, err := procCPU(pid); err == nil {
-				sum += c
+				out[pid] = c
 			}
+		}
+	}
+	return out
+}
+
+// cpuDelta sums, over the processes present at both readings, the CPU used
+// between them.
+func cpuDelta(before, after map[int]float64) float64 {
+	var sum float64
+	for pid, a := range after {
+		if b, ok := before[pid]; ok && a >= b {
+			sum += a - b
 		}
 	}
 	return sum

@@ -146,7 +146,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	wg.Wait()
 
 	rep.Window = window.Seconds()
-	rep.Cluster = cpuAfter.cluster - cpuBefore.cluster
+	rep.Cluster = cpuDelta(cpuBefore.cluster, cpuAfter.cluster)
 	rep.LoadCPU = cpuAfter.self - cpuBefore.self
 	for _, p := range []struct {
 		pid int
@@ -339,8 +339,8 @@ func drain(ctx context.Context, readers []*reader, wl *writeLog, n int64, idle, 
 }
 
 type cpuReading struct {
-	procs         map[int]float64
-	cluster, self float64
+	procs, cluster map[int]float64
+	self           float64
 }
 
 func cpus(p *probe) cpuReading {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,7 +74,7 @@ func (v vtctld) run(ctx context.Context, args ...string) ([]byte, error) {
 	out, err := exec.CommandContext(ctx, v.bin, append([]string{"--server", v.server}, args...)...).Output()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
-			return nil, fmt.Errorf("vtctldclient %s: %w: %s", args[0], err, strings.TrimSpace(string(ee.Stderr)))
+			return nil, fmt.Errorf("vtctldclient %s: %w: %s", args[0], err, errorMessage(ee.Stderr))
 		}
 		return nil, fmt.Errorf("vtctldclient %s: %w", args[0], err)
 	}
@@ -200,4 +201,16 @@ func (p *probe) settle(ctx context.Context, keyspace string, limit time.Duration
 		}
 		prev = n
 	}
+}
+
+// errorMessage is the "msg" of vtctldclient's JSON log line on stderr, or
+// the whole of it.
+func errorMessage(stderr []byte) string {
+	var line struct {
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(stderr), &line) == nil && line.Msg != "" {
+		return line.Msg
+	}
+	return strings.TrimSpace(string(stderr))
 }
