@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -72,95 +73,141 @@ func run(c config, log *slog.Logger) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	stream := "load"
-	secret := randHex(32)
-	common := []string{"--rate", fmt.Sprint(c.rate), "--duration", c.duration.String(), "--stream", stream, "--ready-timeout", "30s",
-		"--vtctldclient", filepath.Join(c.vitessBin, "vtctldclient")}
-	common = append(common, c.extra...)
-	reports := map[string]map[int]*report{"gateway": {}, "centrifugo": {}}
-
-	// The gateway, with authentication on as in production: one token
-	// for every reader, no per-token connection cap.
-	{
-		streams := filepath.Join(tmp, "streams.yaml")
-		os.WriteFile(streams, []byte("streams:\n  - name: "+stream+"\n    keyspace: customer\n    tables: [customer]\n    start: now\n"), 0o644)
-		gwBin := filepath.Join(c.bin, "vstream-gateway")
-		mint := exec.Command(gwBin, "token", "--sub", "load", "--streams", stream, "--ttl", "6h")
-		mint.Env = append(os.Environ(), "VSG_JWT_SECRET="+secret)
-		tok, err := mint.Output()
-		if err != nil {
-			return fmt.Errorf("mint token: %w", err)
-		}
-		gw, err := start(filepath.Join(c.out, "gateway.log"), []string{"VSG_JWT_SECRET=" + secret}, gwBin,
-			"--listen", c.gwAddr, "--data-dir", filepath.Join(tmp, "gw"), "--streams-file", streams,
-			"--max-conns-per-token", "0", "--log-level", "warn")
-		if err != nil {
-			return err
-		}
-		err = waitHTTP("http://"+c.gwAddr+"/readyz", 60*time.Second)
-		for _, k := range c.ks {
-			if err != nil {
-				break
-			}
-			var r *report
-			r, err = load(c, log, "gateway", k, append([]string{"--target", "gateway", "--url", "http://" + c.gwAddr,
-				"--gateway-pid", strconv.Itoa(gw.Process.Pid)}, common...), []string{"VSG_TOKEN=" + strings.TrimSpace(string(tok))})
-			reports["gateway"][k] = r
-		}
-		stop(gw)
-		if err != nil {
-			return err
-		}
+	b := &bench{c: c, log: log, tmp: tmp, stream: "load", secret: randHex(32)}
+	b.common = append([]string{"--rate", fmt.Sprint(c.rate), "--duration", c.duration.String(), "--stream", b.stream,
+		"--ready-timeout", "30s", "--vtctldclient", filepath.Join(c.vitessBin, "vtctldclient")}, c.extra...)
+	streams := filepath.Join(tmp, "streams.yaml")
+	os.WriteFile(streams, []byte("streams:\n  - name: "+b.stream+"\n    keyspace: customer\n    tables: [customer]\n    start: now\n"), 0o644)
+	b.streams = streams
+	mint := exec.Command(filepath.Join(c.bin, "vstream-gateway"), "token", "--sub", "load", "--streams", b.stream, "--ttl", "6h")
+	mint.Env = append(os.Environ(), "VSG_JWT_SECRET="+b.secret)
+	tok, err := mint.Output()
+	if err != nil {
+		return fmt.Errorf("mint token: %w", err)
 	}
+	b.token = strings.TrimSpace(string(tok))
 
-	// Centrifugo and its publisher: channel history and recovery on, so
-	// that a reconnecting client gets what it missed.
-	{
-		apiKey, hmac := randHex(16), randHex(32)
-		cfg := map[string]any{
-			"http_server": map[string]any{"address": "127.0.0.1", "port": mustAtoi(c.cfPort)},
-			"log":         map[string]any{"level": "warn"},
-			"client":      map[string]any{"token": map[string]any{"hmac_secret_key": hmac}, "allowed_origins": []string{"http://127.0.0.1"}},
-			"http_api":    map[string]any{"key": apiKey},
-			"channel": map[string]any{"without_namespace": map[string]any{
-				"allow_subscribe_for_client": true, "history_size": 100000, "history_ttl": "600s", "force_recovery": true}},
-			"health":      map[string]any{"enabled": true},
-			"usage_stats": map[string]any{"disabled": true},
-		}
-		b, _ := json.MarshalIndent(cfg, "", "  ")
-		cfgFile := filepath.Join(tmp, "centrifugo.json")
-		os.WriteFile(cfgFile, b, 0o600)
-		cf, err := start(filepath.Join(c.out, "centrifugo.log"), nil, filepath.Join(c.bin, "centrifugo"), "-c", cfgFile)
-		if err != nil {
-			return err
-		}
-		api := "http://127.0.0.1:" + c.cfPort
-		err = waitHTTP(api+"/health", 60*time.Second)
-		var pub *exec.Cmd
-		if err == nil {
-			pub, err = start(filepath.Join(c.out, "publisher.log"), []string{"VSG_CENTRIFUGO_API_KEY=" + apiKey},
-				filepath.Join(c.bin, "vsg-centrifugo-pub"), "--api", api+"/api", "--channel", stream, "--stream", stream)
-		}
-		for _, k := range c.ks {
+	// For each K, the gateway then Centrifugo, each side's processes
+	// started for the run and stopped after it: each run has the machine
+	// and the cluster to itself, starts from a fresh process, and adjacent
+	// runs see the shared machine in about the same state.
+	reports := map[string]map[int]*report{"gateway": {}, "centrifugo": {}}
+	for _, k := range c.ks {
+		for _, side := range []struct {
+			name string
+			run  func(int) (*report, error)
+		}{{"gateway", b.gateway}, {"centrifugo", b.centrifugo}} {
+			r, err := retry(log, side.name, k, side.run)
 			if err != nil {
-				break
+				return err
 			}
-			var r *report
-			r, err = load(c, log, "centrifugo", k, append([]string{"--target", "centrifugo", "--url", api,
-				"--server-pid", strconv.Itoa(cf.Process.Pid), "--aux-pid", strconv.Itoa(pub.Process.Pid)}, common...),
-				[]string{"VSG_CENTRIFUGO_SECRET=" + hmac})
-			reports["centrifugo"][k] = r
-		}
-		if pub != nil {
-			stop(pub)
-		}
-		stop(cf)
-		if err != nil {
-			return err
+			reports[side.name][k] = r
 		}
 	}
 	table(os.Stdout, c, reports)
 	return nil
+}
+
+type bench struct {
+	c                          config
+	log                        *slog.Logger
+	tmp, stream, secret, token string
+	streams                    string
+	common                     []string
+}
+
+// gateway runs K readers against a gateway started for the run, with
+// authentication on as in production: one token for every reader, no
+// per-token connection cap, an embedded store of its own.
+func (b *bench) gateway(k int) (*report, error) {
+	data, _ := os.MkdirTemp(b.tmp, "gw-")
+	gw, err := start(filepath.Join(b.c.out, fmt.Sprintf("gateway-%d.log", k)), []string{"VSG_JWT_SECRET=" + b.secret},
+		filepath.Join(b.c.bin, "vstream-gateway"), "--listen", b.c.gwAddr, "--data-dir", data, "--streams-file", b.streams,
+		"--max-conns-per-token", "0", "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	defer stop(gw)
+	if err := waitHTTP("http://"+b.c.gwAddr+"/readyz", 60*time.Second); err != nil {
+		return nil, err
+	}
+	return load(b.c, b.log, "gateway", k, append([]string{"--target", "gateway", "--url", "http://" + b.c.gwAddr,
+		"--gateway-pid", strconv.Itoa(gw.Process.Pid)}, b.common...), []string{"VSG_TOKEN=" + b.token})
+}
+
+// centrifugo runs K readers against Centrifugo and its publisher, started
+// for the run. Channel history and recovery are on, so that a
+// reconnecting client gets what it missed.
+func (b *bench) centrifugo(k int) (*report, error) {
+	apiKey, hmac := randHex(16), randHex(32)
+	cfg := map[string]any{
+		"http_server": map[string]any{"address": "127.0.0.1", "port": mustAtoi(b.c.cfPort)},
+		"log":         map[string]any{"level": "warn"},
+		"client":      map[string]any{"token": map[string]any{"hmac_secret_key": hmac}, "allowed_origins": []string{"http://127.0.0.1"}},
+		"http_api":    map[string]any{"key": apiKey},
+		"channel": map[string]any{"without_namespace": map[string]any{
+			"allow_subscribe_for_client": true, "history_size": 100000, "history_ttl": "600s", "force_recovery": true}},
+		"health":      map[string]any{"enabled": true},
+		"usage_stats": map[string]any{"disabled": true},
+	}
+	cb, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgFile := filepath.Join(b.tmp, "centrifugo.json")
+	os.WriteFile(cfgFile, cb, 0o600)
+	cf, err := start(filepath.Join(b.c.out, fmt.Sprintf("centrifugo-%d.log", k)), nil, filepath.Join(b.c.bin, "centrifugo"), "-c", cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	defer stop(cf)
+	api := "http://127.0.0.1:" + b.c.cfPort
+	if err := waitHTTP(api+"/health", 60*time.Second); err != nil {
+		return nil, err
+	}
+	ready := filepath.Join(b.tmp, fmt.Sprintf("publisher-%d.ready", k))
+	pub, err := start(filepath.Join(b.c.out, fmt.Sprintf("publisher-%d.log", k)), []string{"VSG_CENTRIFUGO_API_KEY=" + apiKey},
+		filepath.Join(b.c.bin, "vsg-centrifugo-pub"), "--api", api+"/api", "--channel", b.stream, "--stream", b.stream, "--ready-file", ready)
+	if err != nil {
+		return nil, err
+	}
+	defer stop(pub)
+	if err := waitFile(ready, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
+	}
+	return load(b.c, b.log, "centrifugo", k, append([]string{"--target", "centrifugo", "--url", api,
+		"--server-pid", strconv.Itoa(cf.Process.Pid), "--aux-pid", strconv.Itoa(pub.Process.Pid)}, b.common...),
+		[]string{"VSG_CENTRIFUGO_SECRET=" + hmac})
+}
+
+// errNoReport: the run could not start (the cluster was away).
+var errNoReport = errors.New("no report")
+
+// retry runs one side's run again, with fresh processes, when it could not
+// start: the cluster is shared and may be being recreated; wait until
+// vtgate serves again.
+func retry(log *slog.Logger, side string, k int, run func(int) (*report, error)) (*report, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := run(k)
+		if err == nil || attempt == 3 {
+			return r, err
+		}
+		log.Warn("run did not start; waiting for the cluster", "side", side, "k", k, "err", err)
+		if err := waitTCP("127.0.0.1:15306", 10*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// waitFile polls until path exists.
+func waitFile(path string, limit time.Duration) error {
+	end := time.Now().Add(limit)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(end) {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		<-t.C
+	}
+	return fmt.Errorf("%s not created within %v", path, limit)
 }
 
 // load runs vsg-load once and reads its JSON report. A run that lost rows
@@ -170,28 +217,16 @@ func load(c config, log *slog.Logger, target string, k int, args, env []string) 
 	out := filepath.Join(c.out, fmt.Sprintf("%s-%d.json", target, k))
 	os.Remove(out)
 	args = append(args, "--ws", strconv.Itoa(k), "--json", out)
-	var b []byte
-	// The cluster is shared: when it is being recreated, a run cannot
-	// start (no report); wait until vtgate serves again and run again.
-	for attempt := 1; ; attempt++ {
-		log.Info("run", "target", target, "k", k, "attempt", attempt)
-		cmd := exec.Command(filepath.Join(c.bin, "vsg-load"), args...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Warn("vsg-load reported a failure", "target", target, "k", k, "err", err)
-		}
-		var err error
-		if b, err = os.ReadFile(out); err == nil {
-			break
-		}
-		if attempt == 3 {
-			return nil, fmt.Errorf("%s K=%d: no report: %w", target, k, err)
-		}
-		log.Warn("no report; waiting for the cluster", "target", target, "k", k)
-		if err := waitTCP("127.0.0.1:15306", 10*time.Minute); err != nil {
-			return nil, err
-		}
+	log.Info("run", "target", target, "k", k)
+	cmd := exec.Command(filepath.Join(c.bin, "vsg-load"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Warn("vsg-load reported a failure", "target", target, "k", k, "err", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return nil, errNoReport
 	}
 	var r report
 	if err := json.Unmarshal(b, &r); err != nil {

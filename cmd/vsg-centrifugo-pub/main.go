@@ -38,6 +38,7 @@ type config struct {
 	vtgate, keyspace, tables, stream string
 	api, apiKey, channel             string
 	maxBatch                         int
+	readyFile                        string
 }
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	fs.StringVar(&c.apiKey, "api-key", os.Getenv("VSG_CENTRIFUGO_API_KEY"), "Centrifugo http_api.key (env VSG_CENTRIFUGO_API_KEY)")
 	fs.StringVar(&c.channel, "channel", "load", "Centrifugo channel")
 	fs.IntVar(&c.maxBatch, "max-batch", 1000, "most events per /api/batch request")
+	fs.StringVar(&c.readyFile, "ready-file", "", "file created once the VStream has reported its position (for scripts that wait for it)")
 	fs.Parse(os.Args[1:])
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := loopbackOnly(c.api, c.vtgate); err != nil {
@@ -85,10 +87,18 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	p := &publisher{c: c, log: log, hc: &http.Client{Timeout: 10 * time.Second}}
 	p.channelJSON, _ = json.Marshal(c.channel)
 	log.Info("publishing", "keyspace", c.keyspace, "tables", c.tables, "channel", c.channel, "api", c.api)
-	for {
+	for ready := false; ; {
 		txn, err := r.Next(ctx)
 		if err != nil {
 			return err
+		}
+		if !ready && c.readyFile != "" {
+			// vtgate reports the current position first: from here on
+			// every commit is published.
+			if err := os.WriteFile(c.readyFile, nil, 0o644); err != nil {
+				return err
+			}
+			ready = true
 		}
 		for {
 			if err := p.add(ctx, codec, txn); err != nil {
