@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api
+.PHONY: build test test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api bench-fanout
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -76,3 +76,23 @@ bench: cluster-up
 	$(GO) test -run '^$$' -bench . -benchmem ./event/ ./cursor/
 	$(BENCH_REPLAY)
 	@if [ "$$(nproc)" -ge 2 ]; then taskset -c 1-$$(($$(nproc)-1)) sh -c "$(BENCH_REPLAY)"; else echo "one CPU: split run skipped"; fi
+
+# Fan-out comparison (README "Load tool"): K WebSocket readers of rows
+# written at FANOUT_RATE, against the gateway and then against Centrifugo
+# fed by one VStream publisher; a side-by-side table at the end. Centrifugo
+# is built once from the Go module proxy into $(BENCH_DIR)/bin.
+BENCH_DIR          ?= .bench
+VITESS_BIN         ?= .vitess/bin
+CENTRIFUGO_VERSION ?= 6.9.1
+FANOUT_K           ?= 1 100 1000
+FANOUT_RATE        ?= 200
+FANOUT_DURATION    ?= 20s
+FANOUT_FLAGS       ?=
+
+$(BENCH_DIR)/bin/centrifugo:
+	GOBIN=$(abspath $(BENCH_DIR)/bin) $(GO) install -ldflags "-X github.com/centrifugal/centrifugo/v6/internal/build.Version=$(CENTRIFUGO_VERSION)" github.com/centrifugal/centrifugo/v6@v$(CENTRIFUGO_VERSION)
+
+bench-fanout: cluster-up $(BENCH_DIR)/bin/centrifugo
+	$(GO) build -o $(BENCH_DIR)/bin/ ./cmd/vstream-gateway ./cmd/vsg-load ./cmd/vsg-centrifugo-pub
+	$(GO) run ./bench/fanout --bin $(BENCH_DIR)/bin --vitess-bin $(VITESS_BIN) --out $(BENCH_DIR)/fanout \
+		--k "$(FANOUT_K)" --rate $(FANOUT_RATE) --duration $(FANOUT_DURATION) --load-flags "$(FANOUT_FLAGS)"
