@@ -72,7 +72,7 @@ type wsSession struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	queue  chan wsMessage
+	queue  *wsQueue
 	queued *budget.Bytes
 	// written is the cursor of the last whole transaction written: what
 	// the final disconnect message tells the client to resume from.
@@ -84,7 +84,7 @@ type wsSession struct {
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
 	ws := &wsSession{a: a, r: r, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
-		queue:   make(chan wsMessage, a.Limits.WSQueue),
+		queue:   newWSQueue(a.Limits.WSQueue),
 		queued:  budget.New(a.Limits.WSQueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
@@ -177,7 +177,16 @@ func (ws *wsSession) writeLoop() {
 	defer keepAlive.Stop()
 	for {
 		select {
-		case m := <-queue:
+		case <-queue.ready:
+			// One item per turn, so that a close or a shutdown is seen
+			// between the messages of a backlog.
+			m, ok := queue.pop()
+			if !ok {
+				continue
+			}
+			if queue.len() > 0 {
+				signal(queue.ready)
+			}
 			var err error
 			if m.txn != nil {
 				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
@@ -185,7 +194,7 @@ func (ws *wsSession) writeLoop() {
 				err = conn.text(m.data)
 			}
 			ws.queued.Release(m.weight)
-			if err == nil && len(queue) == 0 {
+			if err == nil && queue.len() == 0 {
 				err = conn.flush()
 			}
 			if err != nil {

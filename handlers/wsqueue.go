@@ -26,7 +26,7 @@ var errSlowConsumer = errors.New("slow consumer")
 // wsSink is the producer's end of a WebSocket's send queue.
 type wsSink struct {
 	ctx   context.Context
-	queue chan wsMessage
+	queue *wsQueue
 	// bytes bounds the queue in bytes as well as in items: a few bulk
 	// transactions must not hold a backlog's worth of memory.
 	bytes *budget.Bytes
@@ -38,12 +38,8 @@ type wsSink struct {
 
 func (s *wsSink) push(m wsMessage) error {
 	held := s.bytes.TryAcquire(m.weight)
-	if held {
-		select {
-		case s.queue <- m:
-			return nil
-		default:
-		}
+	if held && s.queue.tryPush(m) {
+		return nil
 	}
 	// The client is behind; it may stay behind for slowAfter.
 	ctx, cancel := context.WithTimeout(s.ctx, s.slowAfter)
@@ -53,13 +49,11 @@ func (s *wsSink) push(m wsMessage) error {
 			return s.gaveUp()
 		}
 	}
-	select {
-	case s.queue <- m:
-		return nil
-	case <-ctx.Done():
+	if err := s.queue.push(ctx, m); err != nil {
 		s.bytes.Release(m.weight)
 		return s.gaveUp()
 	}
+	return nil
 }
 
 // gaveUp tells a slow consumer from a connection that ended meanwhile.
