@@ -6,6 +6,8 @@
 // client then writes the same bytes, and fan-out costs no re-encoding.
 package event
 
+import querypb "vitess.io/vitess/go/vt/proto/query"
+
 // Type is the "type" member of an event.
 type Type string
 
@@ -44,6 +46,17 @@ type Event struct {
 	Shard    string
 	Table    string
 	JSON     []byte
+	// CopyKey is the primary key of a copy-phase row (op snapshot), kept
+	// so that a cursor can be made right after this row: a copy batch
+	// holds thousands of rows, and a page or a message may stop inside it.
+	CopyKey *CopyKey
+}
+
+// CopyKey is a copy-phase row's primary key as vtgate sends it: the key
+// columns (FIELD entries) and their raw values.
+type CopyKey struct {
+	Fields []*querypb.Field // shared by every row of the table
+	Values *querypb.Row
 }
 
 // AppendJSON appends the finished JSON object to dst, with a "cursor"

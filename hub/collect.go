@@ -159,6 +159,8 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 	if c.err != nil {
 		return res, c.err
 	}
+	c.room(lim, &res)
+	defer c.room(Limits{}, nil) // whole batches again for other readers of the feed
 	d, err := c.first(ctx, b, &res)
 	if err != nil {
 		return res, err
@@ -168,6 +170,7 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 	}
 	linger := time.Now().Add(lim.Linger)
 	for !lim.full(&res) {
+		c.room(lim, &res)
 		d, ok, err := c.feed.TryNext(ctx)
 		if err == nil && !ok {
 			if time.Until(linger) <= 0 {
@@ -201,6 +204,22 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 		c.add(b, &res, d, n)
 	}
 	return res, nil
+}
+
+// copySplitter is a feed that can cut a copy-phase batch to the room a
+// batch has left (Subscription): a snapshot then pages by limit too.
+type copySplitter interface{ SplitCopy(rows int) }
+
+// room tells such a feed how many events the batch still takes.
+func (c *Collector) room(lim Limits, res *Collected) {
+	cs, ok := c.feed.(copySplitter)
+	switch {
+	case !ok:
+	case lim.Events > 0:
+		cs.SplitCopy(max(lim.Events-res.Events, 1))
+	default:
+		cs.SplitCopy(0)
+	}
 }
 
 // Next returns the next transaction with events, passing over

@@ -40,6 +40,34 @@ type Subscription struct {
 	// a resync) until its snapshot_complete event is delivered. Heartbeats
 	// can arrive before the first copied rows.
 	snapshot bool
+	// copyRows cuts copy batches into pieces of at most this many rows
+	// (see split.go); rest is what is left of the batch being delivered.
+	copyRows int
+	rest     *source.Txn
+}
+
+// SplitCopy makes the next copy-phase rows arrive in a piece of at most n
+// rows, with a cursor of its own (0: whole batches). The collector sets it
+// to the room left in the page before every read.
+func (s *Subscription) SplitCopy(n int) { s.copyRows = n }
+
+// cut returns the part of txn to deliver now and keeps the rest.
+func (s *Subscription) cut(txn *source.Txn) *source.Txn {
+	if first, rest, ok := splitCopy(txn, s.copyRows); ok {
+		s.rest = rest
+		return first
+	}
+	return txn
+}
+
+// nextPiece returns the next piece of a batch being delivered, if any.
+func (s *Subscription) nextPiece() *source.Txn {
+	if s.rest == nil {
+		return nil
+	}
+	t := s.rest
+	s.rest = nil
+	return s.cut(t)
 }
 
 // caughtUpLag is how old a commit may be when read and still count as live.
@@ -82,6 +110,9 @@ func (s *Subscription) Cursor(ctx context.Context) (string, error) {
 
 // Next blocks for the next delivery.
 func (s *Subscription) Next(ctx context.Context) (*Delivery, error) {
+	if t := s.nextPiece(); t != nil {
+		return s.deliver(ctx, t)
+	}
 	for {
 		txn, err := s.r.Next(ctx)
 		if err != nil {
@@ -93,12 +124,16 @@ func (s *Subscription) Next(ctx context.Context) (*Delivery, error) {
 			}
 			return nil, err
 		}
-		return s.deliver(ctx, txn)
+		return s.deliver(ctx, s.cut(txn))
 	}
 }
 
 // TryNext returns a delivery only if one is ready now.
 func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
+	if t := s.nextPiece(); t != nil {
+		d, err := s.deliver(ctx, t)
+		return d, err == nil, err
+	}
 	txn, ok, err := s.r.TryNext()
 	if err != nil {
 		if s.replan(ctx, err) {
@@ -110,7 +145,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Delivery, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
-	d, err := s.deliver(ctx, txn)
+	d, err := s.deliver(ctx, s.cut(txn))
 	return d, err == nil, err
 }
 
@@ -178,7 +213,12 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 }
 
 // Buffered reports how many transactions are ready without blocking.
-func (s *Subscription) Buffered() int { return s.r.Buffered() }
+func (s *Subscription) Buffered() int {
+	if s.rest != nil {
+		return 1 + s.r.Buffered()
+	}
+	return s.r.Buffered()
+}
 
 // Close ends the subscription.
 func (s *Subscription) Close() { s.close() }

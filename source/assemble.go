@@ -20,6 +20,7 @@ type assembler struct {
 	spec    Spec
 	schema  *schemaCache
 	tables  map[string]*event.Table // by shard + "/" + table
+	keys    map[string]*keyColumns  // primary keys, by shard + "/" + table
 	cur     *Txn
 	pos     *binlogdatapb.VGtid // position of the last emitted Txn
 	journal map[int64]bool      // journal ids already announced
@@ -41,6 +42,7 @@ func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook 
 		spec:    spec,
 		schema:  schema,
 		tables:  map[string]*event.Table{},
+		keys:    map[string]*keyColumns{},
 		pos:     pos,
 		journal: map[int64]bool{},
 		parts:   map[int64]map[string]bool{},
@@ -159,6 +161,7 @@ func (a *assembler) field(ctx context.Context, ev *binlogdatapb.VEvent) error {
 		return fmt.Errorf("source: table %s: %w", table, err)
 	}
 	a.tables[fe.Shard+"/"+table] = t
+	a.keys[fe.Shard+"/"+table] = keyColumnsOf(fe)
 	return nil
 }
 
@@ -189,6 +192,9 @@ func (a *assembler) row(ev *binlogdatapb.VEvent) error {
 		e, err := t.EncodeIn(&a.slab, op, rc, ev.Timestamp)
 		if err != nil {
 			return err
+		}
+		if op == event.OpSnapshot {
+			e.CopyKey = a.keys[re.Shard+"/"+table].copyKey(rc.After)
 		}
 		a.cur.Events = append(a.cur.Events, e)
 	}
