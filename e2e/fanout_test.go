@@ -108,7 +108,7 @@ func TestFanOutSharedTail(t *testing.T) {
 	}
 	base, _ := dumpThreads(t, ctx)
 
-	counts := map[string]int{"ws": 60, "sse": 10, "pull": 10}
+	counts := map[string]int{"ws": 180, "sse": 10, "pull": 10}
 	var readers []*fanReader
 	for tr, n := range counts {
 		for i := range n {
