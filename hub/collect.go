@@ -89,7 +89,6 @@ type Collector struct {
 
 	idleEvery  time.Duration
 	onIdle     func(ctx context.Context) error
-	idleOnRead bool
 	firstWait  time.Duration
 	boundWait  bool // firstWait applies
 	waitWhile  func() bool
@@ -110,11 +109,6 @@ type CollectOption func(*Collector)
 func OnIdle(every time.Duration, fn func(ctx context.Context) error) CollectOption {
 	return func(c *Collector) { c.idleEvery, c.onIdle = every, fn }
 }
-
-// IdleCountsReads makes every transaction read, heartbeats and
-// position-only ones included, restart the OnIdle clock, not only fn's
-// runs. Webhooks count idleness this way.
-func IdleCountsReads() CollectOption { return func(c *Collector) { c.idleOnRead = true } }
 
 // FirstWait bounds the wait for a batch's first transaction with events:
 // once d has passed, Collect goes on with what is ready and reports
@@ -267,9 +261,6 @@ func (c *Collector) first(ctx context.Context, b Batch, res *Collected) (*Delive
 			return nil, ctx.Err()
 		case err != nil:
 			return nil, err
-		}
-		if c.idleOnRead {
-			idleFrom = time.Now()
 		}
 		if len(d.Events) > 0 {
 			return d, nil

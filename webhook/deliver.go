@@ -111,7 +111,11 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	defer ss.feed.Close()
-	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle), hub.IdleCountsReads())
+	// Idle means no events for idleAck, whatever else arrives: vtgate's
+	// heartbeats (every second) and transactions the filter emptied would
+	// otherwise keep a webhook that matches nothing from ever storing the
+	// position it has read up to.
+	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle))
 	for {
 		b, err := ss.collect(ctx)
 		if err != nil {
