@@ -342,31 +342,7 @@ func resyncCheck(t *testing.T, ctx context.Context, g *gateway, w *writer, o *of
 			snap[string(e.After["customer_id"])]++
 		}
 	}
-	db, err := cluster.OpenDB("customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	// OLAP: the table is larger than vttablet's 10,000-row OLTP limit.
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "set workload = 'olap'"); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := conn.QueryContext(ctx, "select customer_id from customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want []string
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		want = append(want, id)
-	}
-	rows.Close()
+	want := customerIDs(t, ctx)
 	if len(snap) != len(want) {
 		t.Errorf("%s: snapshot has %d distinct rows, table has %d", o.name, len(snap), len(want))
 	}

@@ -357,3 +357,39 @@ func TestSeedReshardResume(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// customerIDs lists every customer_id in the table, streamed (OLAP): the
+// table outgrows vttablet's 10,000-row limit for ordinary queries.
+func customerIDs(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "set workload = 'olap'"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, "select customer_id from customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}

@@ -65,38 +65,15 @@ func TestSnapshotPagesHonourLimit(t *testing.T) {
 	stream := "snap-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}, "start": "snapshot"})
 
-	db, err := cluster.OpenDB("customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	// Enough rows for several copy batches, whatever earlier tests left.
 	w := newWriter(t, "snap"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
 	if err := w.insert(ctx, "rows", 300); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// Streamed: the table may hold more rows than vtgate returns at once.
-	if _, err := conn.ExecContext(ctx, "set workload = 'olap'"); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := conn.QueryContext(ctx, "select customer_id from customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	for _, id := range customerIDs(t, ctx) {
 		want[id] = true
 	}
-	rows.Close()
 	const limit = 50
 	ids, cursors, largest := pageSnapshot(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
 	t.Logf("%d rows in the table, copied in %d pages of at most %d", len(want), len(cursors), largest)
