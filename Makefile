@@ -71,11 +71,14 @@ demo: cluster-up build
 # The replay runs twice: with everything sharing every CPU, then "split",
 # the cluster on CPU 0 and the gateway and clients on the others (as with
 # the gateway on hosts of its own; needs two CPUs).
+# The replay runs through the reader's own VStream (--ring-entries 0, the
+# catch-up path), then once more served from the stream's ring.
 BENCH_REPLAY = VSG_E2E=1 VSG_BENCH=1 $(GO) test -count=1 -run TestReplayThroughput -v -timeout 20m ./e2e/ | grep -E 'RESULT|rows/s|loaded|^ok|FAIL'
 bench: cluster-up
 	$(GO) test -run '^$$' -bench . -benchmem ./event/ ./cursor/
+	VSG_BENCH_RING_ENTRIES=0 $(BENCH_REPLAY)
+	@if [ "$$(nproc)" -ge 2 ]; then VSG_BENCH_RING_ENTRIES=0 taskset -c 1-$$(($$(nproc)-1)) sh -c "$(BENCH_REPLAY)"; else echo "one CPU: split run skipped"; fi
 	$(BENCH_REPLAY)
-	@if [ "$$(nproc)" -ge 2 ]; then taskset -c 1-$$(($$(nproc)-1)) sh -c "$(BENCH_REPLAY)"; else echo "one CPU: split run skipped"; fi
 
 # Fan-out comparison (README "Load tool"): K WebSocket readers of rows
 # written at FANOUT_RATE, against the gateway and then against Centrifugo

@@ -53,6 +53,14 @@ func TestReplayThroughput(t *testing.T) {
 	if debug != "" {
 		flags = append(flags, "--debug-listen", debug)
 	}
+	// VSG_BENCH_RING_ENTRIES=0 replays through a VStream of the reader's
+	// own (the catch-up path); by default a saved cursor the stream's ring
+	// still covers is replayed from memory.
+	ring := "default"
+	if r := os.Getenv("VSG_BENCH_RING_ENTRIES"); r != "" {
+		flags = append(flags, "--ring-entries", r)
+		ring = r
+	}
 	layout := splitCPUs(t)
 	t.Logf("CPU layout: %s", layout)
 	g := startGateway(t, flags...)
@@ -124,7 +132,7 @@ func TestReplayThroughput(t *testing.T) {
 	}
 	stopRSS()
 	plain, pull, ws, wsb, raw, sse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best
-	t.Logf("RESULT %s", layout)
+	t.Logf("RESULT %s, --ring-entries %s", layout, ring)
 	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) ws-batch=%.0f rows/s (%.2fx) ws-raw-client=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
 		rows, plain, pull, pull/plain, ws, ws/plain, wsb, wsb/plain, raw, raw/plain, sse, sse/plain, idleRSS, peakRSS)
 }
