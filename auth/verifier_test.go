@@ -21,7 +21,8 @@ var (
 
 func mustVerifier(t testing.TB, opts ...Option) *Verifier {
 	t.Helper()
-	v, err := New(context.Background(), opts...)
+	// The test's context ends the JWKS refresh goroutine with the test.
+	v, err := New(t.Context(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestJWKSDown(t *testing.T) {
 	jwks := newJWKSServer(t)
 	url := jwks.URL
 	jwks.Close()
-	v, err := New(context.Background(), WithJWKSURL(url), WithHTTPClient(&http.Client{Timeout: time.Second}))
+	v, err := New(t.Context(), WithJWKSURL(url), WithHTTPClient(&http.Client{Timeout: time.Second}))
 	if err != nil {
 		t.Fatalf("start with JWKS down: %v", err)
 	}

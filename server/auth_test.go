@@ -51,7 +51,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 		json.NewEncoder(w).Encode(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
 	}))
 	t.Cleanup(jwks.Close)
-	v, err := auth.New(context.Background(), auth.WithHMACSecrets(authSecret), auth.WithJWKSURL(jwks.URL),
+	v, err := auth.New(t.Context(), auth.WithHMACSecrets(authSecret), auth.WithJWKSURL(jwks.URL),
 		auth.WithAudience("vsg"), auth.WithIssuer("https://idp.test"), auth.WithLeeway(time.Second))
 	if err != nil {
 		t.Fatal(err)

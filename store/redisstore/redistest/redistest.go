@@ -8,6 +8,9 @@
 // Without a redis-server binary the tests that ask for a URL skip, unless
 // CI is set, where that is a failure: CI must not go green without having
 // run them.
+//
+// Main also fails the tests if they leave goroutines behind (goleak), checked
+// once the server and its waiter are gone.
 package redistest
 
 import (
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
@@ -31,9 +35,22 @@ var (
 	prefixSeq  atomic.Uint64
 )
 
-// Main starts the server if needed, runs m and stops the server. It
-// returns the exit code for os.Exit.
-func Main(m *testing.M) int {
+// Main starts the server if needed, runs m, stops the server and checks
+// that no goroutine is left (but those opts ignore). It returns the exit
+// code for os.Exit.
+func Main(m *testing.M, opts ...goleak.Option) int {
+	code := run(m)
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(opts...); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: goroutines left behind by the tests:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(m *testing.M) int {
 	if u := os.Getenv("VSG_TEST_REDIS"); u != "" {
 		testURL = u
 		return m.Run()

@@ -1,0 +1,12 @@
+package vtlocal
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every goroutine a test starts must be gone when the tests end.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
