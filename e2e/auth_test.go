@@ -182,17 +182,20 @@ func TestAuthTableScope(t *testing.T) {
 
 	// The current position, before any of this test's writes.
 	var start string
-	for deadline := time.Now().Add(30 * time.Second); start == ""; time.Sleep(200 * time.Millisecond) {
+	eventually(t, 30*time.Second, "the stream's start cursor", func() error {
 		st, b, err := g.call(ctx, "GET", "/v1/streams/"+stream+"/changes", full, "", nil)
+		if err != nil || st != 200 {
+			return fmt.Errorf("%d %s %v", st, b, err)
+		}
 		var out struct {
 			NextCursor string `json:"next_cursor"`
 		}
-		json.Unmarshal(b, &out)
-		start = out.NextCursor
-		if start == "" && time.Now().After(deadline) {
-			t.Fatalf("no start cursor: %d %s %v", st, b, err)
+		if err := json.Unmarshal(b, &out); err != nil || out.NextCursor == "" {
+			return fmt.Errorf("no next_cursor in %s (%v)", b, err)
 		}
-	}
+		start = out.NextCursor
+		return nil
+	})
 
 	// Push clients connect first, from the start cursor.
 	sse, err := openSSE(ctx, g, stream, scoped, start)

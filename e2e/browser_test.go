@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -297,24 +298,28 @@ func (d *dashboard) waitFor(what string, timeout time.Duration, ok func(*dashSna
 	d.t.Helper()
 	ctx, cancel := context.WithTimeout(d.ctx, timeout)
 	defer cancel()
+	var got *dashSnapshot
 	var lastErr error
-	for {
+	err := eventuallyCtx(ctx, 0, what, func() error {
 		s, err := d.snapshot(ctx)
 		switch {
 		case err != nil:
 			lastErr = err
-		case s != nil:
-			d.last = s
-			if ok(s) {
-				return s
-			}
+			return err
+		case s == nil:
+			return errors.New("no snapshot: the page is between documents")
 		}
-		select {
-		case <-ctx.Done():
-			d.t.Fatalf("%s: not within %v: %s (last evaluation error: %v)", what, timeout, d.describe(d.last), lastErr)
-		case <-time.After(50 * time.Millisecond):
+		d.last = s
+		if !ok(s) {
+			return errors.New("not yet")
 		}
+		got = s
+		return nil
+	})
+	if err != nil {
+		d.t.Fatalf("%s: not within %v: %s (last evaluation error: %v)", what, timeout, d.describe(d.last), lastErr)
 	}
+	return got
 }
 
 // waitSeen waits until every row of want has been seen.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
 // dumpThreads sums the binlog dump threads on customer's primaries: one per
@@ -33,29 +35,26 @@ type fanReader struct {
 	err      error
 }
 
-// readAll reads until every row of want arrived, counting reshard events.
-func (r *fanReader) readAll(ctx context.Context, want []string) {
-	left := map[string]bool{}
-	for _, e := range want {
-		left[e] = true
-	}
+// readAll reads until every row of want it does not have yet arrived (and
+// to end's markers: see readUntil), counting reshard events.
+func (r *fanReader) readAll(ctx context.Context, want []string, end *readEnd) {
+	had := map[string]bool{}
 	for _, e := range r.got {
-		delete(left, e.str("email"))
+		had[e.str("email")] = true
 	}
-	for len(left) > 0 {
-		e, err := r.c.next(ctx)
-		if err != nil {
-			r.err = fmt.Errorf("%w (%d rows missing)", err, len(left))
-			return
+	var rest []string
+	for _, e := range want {
+		if !had[e] {
+			rest = append(rest, e)
 		}
-		switch e.Type {
-		case "reshard":
+	}
+	got, err := readTo(ctx, r.c, rest, end, func(e ev) {
+		if e.Type == "reshard" {
 			r.reshards++
-		case "change":
-			r.got = append(r.got, e)
-			delete(left, e.str("email"))
 		}
-	}
+	})
+	r.got = append(r.got, got...)
+	r.err = err
 }
 
 // One tail serves every reader of a stream: the binlog dump threads on the
@@ -97,7 +96,7 @@ func TestFanOutSharedTail(t *testing.T) {
 	if err := w.insert(ctx, "warm2", 5); err != nil {
 		t.Fatal(err)
 	}
-	o.readAll(ctx, w.since(from))
+	o.readAll(ctx, w.since(from), newReadEnd(1))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -177,7 +176,7 @@ func TestFanOutSharedTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := w.since(from)
-	o.readAll(ctx, all)
+	o.readAll(ctx, all, newReadEnd(1))
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
@@ -212,6 +211,7 @@ func TestFanOutSharedTail(t *testing.T) {
 	defer joiner.close()
 	readers = append(readers, &fanReader{name: "cursor from the other gateway", c: joiner})
 
+	end := newReadEnd(len(readers))
 	var rg sync.WaitGroup
 	for _, r := range readers {
 		rg.Add(1)
@@ -221,7 +221,7 @@ func TestFanOutSharedTail(t *testing.T) {
 			if r.c == joiner {
 				want = rest
 			}
-			r.readAll(ctx, want)
+			r.readAll(ctx, want, end)
 		}()
 	}
 	rg.Wait()
@@ -242,27 +242,24 @@ func TestFanOutSharedTail(t *testing.T) {
 	// Dump threads of VStreams that ended (the reshard's reverse
 	// workflow, a catch-up that joined) go at their shard's next write:
 	// write until they have.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	over := ""
+	err = eventuallyCtx(ctx, 30*time.Second, "at most 3 binlog dump threads per shard", func() error {
 		if err := w.insert(ctx, "flush", 4); err != nil {
-			t.Fatal(err)
+			return wait.Abort(err)
 		}
 		after, per := dumpThreads(t, ctx)
-		over := ""
 		for shard, n := range per {
 			if n > 3 {
 				over = shard
+				return fmt.Errorf("shard %s keeps %d binlog dump threads with %d readers (total %d)", shard, n, len(readers)+1, after)
 			}
 		}
-		if over == "" {
-			t.Logf("binlog dump threads after the reshard, per shard: %v", per)
-			break
-		}
-		if time.Now().After(deadline) {
-			info, _ := cluster.BinlogDumpThreadInfo(ctx, "customer")
-			t.Fatalf("shard %s keeps %d binlog dump threads with %d readers (total %d): %v", over, per[over], len(readers)+1, after, info[over])
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Logf("binlog dump threads after the reshard, per shard: %v", per)
+		return nil
+	})
+	if err != nil {
+		info, _ := cluster.BinlogDumpThreadInfo(ctx, "customer")
+		t.Fatalf("%v: %v", err, info[over])
 	}
 }
 

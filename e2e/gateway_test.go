@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
 // gateway is a running gateway process.
@@ -95,24 +98,25 @@ func (g *gateway) start() {
 	}
 	g.done = make(chan struct{})
 	go func() { g.cmd.Wait(); close(g.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(g.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
+	probe := &http.Client{Timeout: 5 * time.Second}
+	err := eventuallyCtx(context.Background(), 30*time.Second, "the gateway to be ready", func() error {
 		select {
 		case <-g.done:
-			g.t.Fatalf("gateway exited at start-up:\n%s", g.log.String())
+			return wait.Abort(errors.New("the gateway exited at start-up"))
 		default:
 		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("gateway not ready after 30s:\n%s", g.log.String())
+		resp, err := probe.Get(g.url + "/readyz")
+		if err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		g.t.Fatalf("%v\n%s", err, g.log.String())
 	}
 }
 

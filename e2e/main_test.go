@@ -97,17 +97,16 @@ func startRedis(ctx context.Context, dir string) (func(), string, error) {
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	err = eventuallyCtx(ctx, 10*time.Second, "redis-server to listen on "+addr, func() error {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return nil, "", fmt.Errorf("redis-server did not listen on %s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return c.Close()
+	})
+	if err != nil {
+		stop()
+		return nil, "", err
 	}
 	return stop, "redis://" + addr + "/0", nil
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -85,24 +86,13 @@ func comeBack(t *testing.T, ctx context.Context, g *gateway, w *writer, o *offli
 		t.Fatal(err)
 	}
 	first := time.Duration(0)
-	var got []ev
-	left := map[string]bool{}
-	for _, e := range want {
-		left[e] = true
-	}
-	for len(left) > 0 {
-		e, err := c.next(ctx)
-		if err != nil {
-			t.Fatalf("%s: %v (%d rows missing)", o.name, err, len(left))
-		}
+	got, err := readTo(ctx, c, want, newReadEnd(1), func(ev) {
 		if first == 0 {
 			first = time.Since(start)
 		}
-		if e.Type != "change" {
-			continue
-		}
-		got = append(got, e)
-		delete(left, e.str("email"))
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", o.name, err)
 	}
 	checkExactlyOnce(t, o.name+" after coming back", got, want)
 	o.cursor = got[len(got)-1].Cursor
@@ -117,18 +107,20 @@ func comeBack(t *testing.T, ctx context.Context, g *gateway, w *writer, o *offli
 }
 
 type reshardsReport struct {
-	Reshards []struct {
-		Journal string   `json:"journal"`
-		From    []string `json:"from"`
-		To      []string `json:"to"`
-		Bridges []struct {
-			Stream, Subscriber, State, Error string
-			Events, Bytes                    int
-			Started, Finished                time.Time
-		} `json:"bridges"`
-		Blocking []struct{ Stream, Subscriber string } `json:"blocking_subscribers"`
-		Safe     bool                                  `json:"safe_to_complete"`
-	} `json:"reshards"`
+	Reshards []reshardReport `json:"reshards"`
+}
+
+type reshardReport struct {
+	Journal string   `json:"journal"`
+	From    []string `json:"from"`
+	To      []string `json:"to"`
+	Bridges []struct {
+		Stream, Subscriber, State, Error string
+		Events, Bytes                    int
+		Started, Finished                time.Time
+	} `json:"bridges"`
+	Blocking []struct{ Stream, Subscriber string } `json:"blocking_subscribers"`
+	Safe     bool                                  `json:"safe_to_complete"`
 }
 
 func getReshards(t *testing.T, ctx context.Context, g *gateway) reshardsReport {
@@ -144,37 +136,39 @@ func getReshards(t *testing.T, ctx context.Context, g *gateway) reshardsReport {
 // bridges are finished, and reports bridge throughput.
 func waitBridged(t *testing.T, ctx context.Context, g *gateway, from, to string) {
 	t.Helper()
-	for {
-		r := getReshards(t, ctx, g)
+	var done *reshardReport
+	eventually(t, 3*time.Minute, fmt.Sprintf("reshard %s -> %s recorded with its bridges done", from, to), func() error {
+		var r reshardsReport
+		if st, err := g.do(ctx, "GET", "/v1/reshards", nil, &r); err != nil || st != 200 {
+			return fmt.Errorf("GET /v1/reshards: %d %v", st, err)
+		}
 		// Newest first: a reshard done again later has the same shards.
 		for i := len(r.Reshards) - 1; i >= 0; i-- {
 			rs := r.Reshards[i]
 			if strings.Join(rs.From, ",") != from || strings.Join(rs.To, ",") != to {
 				continue
 			}
-			busy := false
 			for _, b := range rs.Bridges {
-				busy = busy || b.State == "in_progress"
-			}
-			if !busy && len(rs.Blocking) == 0 {
-				for _, b := range rs.Bridges {
-					if b.State == "failed" {
-						t.Errorf("bridge %s/%s failed: %s", b.Stream, b.Subscriber, b.Error)
-					}
-					if b.Events > 0 {
-						d := b.Finished.Sub(b.Started)
-						t.Logf("bridge %s -> %s %s/%s: %d events, %d bytes (%.0f B/event) in %v = %.0f events/s",
-							from, to, b.Stream, b.Subscriber, b.Events, b.Bytes, float64(b.Bytes)/float64(b.Events), d.Round(time.Millisecond), float64(b.Events)/d.Seconds())
-					}
+				if b.State == "in_progress" {
+					return fmt.Errorf("bridge %s/%s in progress", b.Stream, b.Subscriber)
 				}
-				return
 			}
-			break // the newest matching reshard is not done yet
+			if len(rs.Blocking) > 0 {
+				return fmt.Errorf("blocking subscribers %+v", rs.Blocking)
+			}
+			done = &rs
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("reshard %s -> %s never recorded with its bridges done: %+v", from, to, r)
-		case <-time.After(100 * time.Millisecond):
+		return fmt.Errorf("not recorded: %+v", r)
+	})
+	for _, b := range done.Bridges {
+		if b.State == "failed" {
+			t.Errorf("bridge %s/%s failed: %s", b.Stream, b.Subscriber, b.Error)
+		}
+		if b.Events > 0 {
+			d := b.Finished.Sub(b.Started)
+			t.Logf("bridge %s -> %s %s/%s: %d events, %d bytes (%.0f B/event) in %v = %.0f events/s",
+				from, to, b.Stream, b.Subscriber, b.Events, b.Bytes, float64(b.Bytes)/float64(b.Events), d.Round(time.Millisecond), float64(b.Events)/d.Seconds())
 		}
 	}
 }
@@ -246,28 +240,22 @@ func TestReshardLifecycle(t *testing.T) {
 
 	// The connected client: every row once, and a reshard event 0 -> -80,80-.
 	sawReshard := false
-	left := map[string]bool{}
-	for _, e := range w.since(atCut.since - 2000) {
-		left[e] = true
+	liveWant := w.since(atCut.since - 2000)
+	liveGot, err := readTo(ctx, live, liveWant, newReadEnd(1), func(e ev) {
+		if e.Type != "reshard" {
+			return
+		}
+		var r struct{ From, To []string }
+		if err := json.Unmarshal(e.Raw, &r); err != nil {
+			t.Errorf("live client: reshard event %s: %v", e.Raw, err)
+		}
+		t.Logf("live client got reshard event %v -> %v", r.From, r.To)
+		sawReshard = strings.Join(r.From, ",") == "0" && strings.Join(r.To, ",") == "-80,80-"
+	})
+	if err != nil {
+		t.Fatalf("live client: %v", err)
 	}
-	for len(left) > 0 {
-		e, err := live.next(ctx)
-		if err != nil {
-			t.Fatalf("live client: %v (%d missing)", err, len(left))
-		}
-		if e.Type == "reshard" {
-			var r struct{ From, To []string }
-			json.Unmarshal(e.Raw, &r)
-			t.Logf("live client got reshard event %v -> %v", r.From, r.To)
-			sawReshard = strings.Join(r.From, ",") == "0" && strings.Join(r.To, ",") == "-80,80-"
-		}
-		if e.Type == "change" {
-			if !left[e.str("email")] && strings.Contains(e.str("email"), "@e2e") {
-				t.Errorf("live client: unexpected or repeated row %s", e.str("email"))
-			}
-			delete(left, e.str("email"))
-		}
-	}
+	checkExactlyOnce(t, "live client", liveGot, liveWant)
 	if !sawReshard {
 		t.Error("live client did not get a reshard event for 0 -> -80,80-")
 	}

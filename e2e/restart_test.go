@@ -56,16 +56,21 @@ func TestGatewayRestart(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkExactlyOnce(t, "named before "+sig.String(), got, want)
 				half := len(got) / 2
 				if err := c.ack(ctx, got[half-1].Cursor); err != nil {
 					t.Fatal(err)
 				}
 				// The anonymous client keeps the cursor of what it read whole.
-				ac, _ := connectPull(ctx, g, stream, "", anon.cursor)
+				ac, err := connectPull(ctx, g, stream, "", anon.cursor)
+				if err != nil {
+					t.Fatal(err)
+				}
 				agot, err := readUntil(ctx, ac, w.since(anon.since))
 				if err != nil {
 					t.Fatal(err)
 				}
+				checkExactlyOnce(t, "anonymous before "+sig.String(), agot, w.since(anon.since))
 				anon.cursor, anon.since = agot[len(agot)-1].Cursor, len(w.since(0))
 
 				g.restart(sig)
@@ -74,19 +79,24 @@ func TestGatewayRestart(t *testing.T) {
 				if err := w.insert(ctx, "r"+phase+"-down", sentinels); err != nil {
 					t.Fatal(err)
 				}
-				c, _ = connectPull(ctx, g, stream, named.sub, "")
-				again, err := readUntil(ctx, c, append(unacked, w.since(len(w.since(0))-sentinels)...))
+				if c, err = connectPull(ctx, g, stream, named.sub, ""); err != nil {
+					t.Fatal(err)
+				}
+				wantAgain := append(unacked, w.since(len(w.since(0))-sentinels)...)
+				again, err := readUntil(ctx, c, wantAgain)
 				if err != nil {
 					t.Fatalf("after %v: %v", sig, err)
 				}
-				checkExactlyOnce(t, "named after "+sig.String(), again, append(unacked, w.since(len(w.since(0))-sentinels)...))
+				checkExactlyOnce(t, "named after "+sig.String(), again, wantAgain)
 				t.Logf("after %v: named subscriber got the %d unacknowledged rows again and %d new, nothing else", sig, len(unacked), sentinels)
 				if err := c.ack(ctx, again[len(again)-1].Cursor); err != nil {
 					t.Fatal(err)
 				}
 				named.since = len(w.since(0))
 
-				ac, _ = connectPull(ctx, g, stream, "", anon.cursor)
+				if ac, err = connectPull(ctx, g, stream, "", anon.cursor); err != nil {
+					t.Fatal(err)
+				}
 				agot, err = readUntil(ctx, ac, w.since(anon.since))
 				if err != nil {
 					t.Fatal(err)

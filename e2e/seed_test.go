@@ -89,40 +89,20 @@ func (w *writer) since(i int) []string {
 	return append([]string(nil), w.rows[i:]...)
 }
 
-// readUntil reads change events until every row of want has arrived.
-// Rows of different shards interleave freely, so the end of a read is
-// judged per shard: want ends with sentinel rows (inserted last, spread
-// over the shards by the vindex), and once they have all arrived no row of
-// want can still come later on any shard that received one — a repeat
-// would have shown up before that shard's sentinel.
-func readUntil(ctx context.Context, c client, want []string) ([]ev, error) {
-	left := map[string]bool{}
-	for _, e := range want {
-		left[e] = true
-	}
-	var got []ev
-	for len(left) > 0 {
-		e, err := c.next(ctx)
-		if err != nil {
-			return got, fmt.Errorf("%w (%d rows still missing)", err, len(left))
-		}
-		if e.Type != "change" {
-			continue
-		}
-		got = append(got, e)
-		delete(left, e.str("email"))
-	}
-	return got, nil
-}
-
-// sentinels is how many rows end each phase: enough that every shard gets
-// some (the chance that 16 sequential ids all hash to one of two shards is
-// 2^-15) — see readUntil.
+// sentinels is how many rows end some phases: enough that every shard
+// gets some (all 16 sequential ids hash to one of two shards with a chance
+// of 2^-15), for checks that want rows from every shard.
 const sentinels = 16
+
+// errorReporter is the part of testing.TB the checks use.
+type errorReporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
 
 // checkExactlyOnce asserts got holds exactly want (each once) and that per
 // shard, rows arrive in commit (= insertion) order.
-func checkExactlyOnce(t *testing.T, name string, got []ev, want []string) {
+func checkExactlyOnce(t errorReporter, name string, got []ev, want []string) {
 	t.Helper()
 	order := map[string]int{}
 	for i, e := range want {
@@ -161,23 +141,25 @@ func checkExactlyOnce(t *testing.T, name string, got []ev, want []string) {
 	}
 }
 
-// waitAcked polls the subscriber until its stored cursor is cursor.
-func waitAcked(t *testing.T, ctx context.Context, g *gateway, stream, sub, cursor string) {
-	t.Helper()
-	for {
+// waitAcked waits until the subscriber's stored cursor is cursor. It
+// returns an error rather than failing the test: readers call it from
+// goroutines of their own.
+func waitAcked(ctx context.Context, g *gateway, stream, sub, cursor string) error {
+	return eventuallyCtx(ctx, 30*time.Second, "subscriber "+sub+" to store its cursor", func() error {
 		var out struct {
 			Cursor string `json:"cursor"`
 		}
-		status, _ := g.do(ctx, "GET", "/v1/streams/"+stream+"/subscribers/"+sub, nil, &out)
-		if status == 200 && out.Cursor == cursor {
-			return
+		status, err := g.do(ctx, "GET", "/v1/streams/"+stream+"/subscribers/"+sub, nil, &out)
+		switch {
+		case err != nil:
+			return err
+		case status != 200:
+			return fmt.Errorf("status %d", status)
+		case out.Cursor != cursor:
+			return fmt.Errorf("stored cursor %q", out.Cursor)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("subscriber %s never stored cursor (last status %d)", sub, status)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 // initialCursor asks the stream for its current position.
@@ -241,10 +223,11 @@ func TestSeedReshardResume(t *testing.T) {
 	if err := w.insert(ctx, "a", 10); err != nil {
 		t.Fatal(err)
 	}
-	phaseA := w.since(0)
 	if err := w.insert(ctx, "a-sentinel", sentinels); err != nil {
 		t.Fatal(err)
 	}
+	phaseA := w.since(0)
+	end := newReadEnd(len(clients))
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Add(1)
@@ -257,15 +240,17 @@ func TestSeedReshardResume(t *testing.T) {
 			cl, err := transports[c.transport](ctx, g, c.stream, c.sub, cursor)
 			if err != nil {
 				t.Errorf("%s: connect: %v", c.name, err)
+				end.skip()
 				return
 			}
 			defer cl.close()
-			got, err := readUntil(ctx, cl, phaseA)
+			got, err := readTo(ctx, cl, phaseA, end, nil)
 			if err != nil {
 				t.Errorf("%s: phase A read: %v", c.name, err)
 				return
 			}
-			checkExactlyOnce(t, c.name+" phase A", got[:min(len(got), 10)], phaseA)
+			// One shard: got is in commit order, got[4] the 5th row written.
+			checkExactlyOnce(t, c.name+" phase A", got, phaseA)
 			if len(got) < 5 {
 				return
 			}
@@ -275,7 +260,9 @@ func TestSeedReshardResume(t *testing.T) {
 					t.Errorf("%s: ack: %v", c.name, err)
 					return
 				}
-				waitAcked(t, ctx, g, c.stream, c.sub, fifth)
+				if err := waitAcked(ctx, g, c.stream, c.sub, fifth); err != nil {
+					t.Errorf("%s: %v", c.name, err)
+				}
 			} else {
 				c.cursor = fifth
 			}
@@ -324,6 +311,7 @@ func TestSeedReshardResume(t *testing.T) {
 	t.Logf("%d rows to resume: %d inserted during the reshard copy", len(want), len(want)-5-sentinels-20-20-sentinels)
 
 	// Phase C: everyone comes back.
+	end = newReadEnd(len(clients))
 	for _, c := range clients {
 		wg.Add(1)
 		go func(c *seedClient) {
@@ -336,10 +324,11 @@ func TestSeedReshardResume(t *testing.T) {
 			cl, err := transports[c.transport](ctx, g, c.stream, c.sub, cursor)
 			if err != nil {
 				t.Errorf("%s: reconnect: %v", c.name, err)
+				end.skip()
 				return
 			}
 			defer cl.close()
-			got, err := readUntil(ctx, cl, want)
+			got, err := readTo(ctx, cl, want, end, nil)
 			if err != nil {
 				t.Errorf("%s: resume read after %d rows: %v", c.name, len(got), err)
 				return

@@ -43,7 +43,11 @@ func TestShutdownResumableClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e, _ := parseEvent(b); e.Type == "change" {
+		e, err := parseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == "change" {
 			seen++
 		}
 	}
@@ -62,7 +66,9 @@ func TestShutdownResumableClose(t *testing.T) {
 			break
 		}
 		if strings.Contains(string(b), `"type":"disconnect"`) {
-			json.Unmarshal(b, &disconnect)
+			if err := json.Unmarshal(b, &disconnect); err != nil {
+				t.Fatalf("disconnect message %s: %v", b, err)
+			}
 		}
 	}
 	if disconnect.Code != 4001 || disconnect.Reason != "shutdown" || disconnect.Cursor == "" {
@@ -88,7 +94,11 @@ func TestShutdownResumableClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e, _ := parseEvent(b); e.Type == "change" {
+		e, err := parseEvent(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == "change" {
 			got = append(got, e.str("email"))
 		}
 	}

@@ -62,12 +62,12 @@ func TestWSSlowConsumer(t *testing.T) {
 	defer c.CloseNow()
 	c.SetReadLimit(1 << 20)
 	// Not reading: wait until the gateway has given up on this client.
-	for wsDisconnects(t, g, "slow_consumer") == before {
-		if ctx.Err() != nil {
-			t.Fatal("the gateway never closed the client that stopped reading")
+	eventually(t, time.Minute, "the gateway to close the client that stopped reading", func() error {
+		if n := wsDisconnects(t, g, "slow_consumer"); n == before {
+			return fmt.Errorf("vsg_ws_disconnects_total{reason=\"slow_consumer\"} still %v", n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Now read what was sent: events, then the disconnect message.
 	var got []string // emails, in order
@@ -101,7 +101,9 @@ func TestWSSlowConsumer(t *testing.T) {
 				safe, safeCursor = len(got), m.Cursor
 			}
 		case "disconnect":
-			json.Unmarshal(b, &disconnect)
+			if err := json.Unmarshal(b, &disconnect); err != nil {
+				t.Fatalf("disconnect message %s: %v", b, err)
+			}
 		}
 	}
 	if disconnect.Code != 4008 || disconnect.Reason != "slow_consumer" {
@@ -124,14 +126,20 @@ func TestWSSlowConsumer(t *testing.T) {
 	cursor, next := disconnect.Cursor, safe
 	for next < rows {
 		q := url.Values{"cursor": {cursor}, "limit": {"10000"}, "wait": {"5s"}}
-		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Accept", "application/x-ndjson")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
 		if resp.StatusCode != 200 {
 			t.Fatalf("resume: %d %s", resp.StatusCode, b)
 		}

@@ -398,7 +398,10 @@ func TestTypesEndToEnd(t *testing.T) {
 	binStream := "types-binlog-" + suffix
 	g.createStream(t, map[string]any{"name": binStream, "keyspace": "commerce", "tables": []string{typesTable}})
 	cursor := initialCursor(t, ctx, g, binStream)
-	pull, _ := connectPull(ctx, g, binStream, "", cursor)
+	pull, err := connectPull(ctx, g, binStream, "", cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ws, err := connectWS(ctx, g, binStream, "", cursor)
 	if err != nil {
 		t.Fatal(err)
@@ -437,7 +440,10 @@ func TestTypesEndToEnd(t *testing.T) {
 	// Copy phase: a snapshot of the same rows.
 	snapStream := "types-snapshot-" + suffix
 	g.createStream(t, map[string]any{"name": snapStream, "keyspace": "commerce", "tables": []string{typesTable}, "start": "snapshot"})
-	snap, _ := connectPull(ctx, g, snapStream, "", "")
+	snap, err := connectPull(ctx, g, snapStream, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
 	snapRows, err := readTypeEvents(sctx, snap, func(c typeEvent) bool { return c.Type == "snapshot_complete" })

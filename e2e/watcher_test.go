@@ -2,16 +2,46 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
 func watching(g *gateway, ks string) bool {
 	return strings.Count(g.log.String(), `msg="journal watcher started" keyspace=`+ks) >
 		strings.Count(g.log.String(), `msg="journal watcher stopped" keyspace=`+ks)
+}
+
+// The journal watcher's lease time and keyspace scan interval: the
+// gateway's (reshard.NewWatcher's defaults, which it does not change).
+const (
+	watcherLeaseTTL = 10 * time.Second
+	watcherScan     = 2 * time.Second
+)
+
+// takeoverSlack is what a takeover may take beyond its lease time and
+// retry interval: the survivor's store round trips, the work starting
+// (opening a VStream, sending a request), and the test noticing, on a
+// machine whose two cores the cluster, two gateways and the test share.
+const takeoverSlack = 3 * time.Second
+
+// checkTakeover asserts that a lease was taken over from a killed holder
+// within its bounds. The holder renewed every ttl/3 until it died, so its
+// lease expired between 2/3·ttl and ttl after the kill; the survivor asks
+// at least every retry interval. A takeover sooner than ttl/2 would mean
+// the lease did not keep the survivor out; later than ttl + retry + slack,
+// that the survivor did not come when it could.
+func checkTakeover(t *testing.T, what string, took, ttl, retry time.Duration) {
+	t.Helper()
+	if lo, hi := ttl/2, ttl+retry+takeoverSlack; took < lo || took > hi {
+		t.Errorf("%s taken over %v after the holder was killed, want within [%v, %v] (lease %v, retry every %v, slack %v)",
+			what, took.Round(time.Millisecond), lo, hi, ttl, retry, takeoverSlack)
+	}
 }
 
 // TestJournalWatcherFailover runs two gateways on one Redis: exactly one
@@ -29,22 +59,20 @@ func TestJournalWatcherFailover(t *testing.T) {
 	g1.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
 
 	var holder, other *gateway
-	for holder == nil {
+	eventually(t, time.Minute, "one gateway to start the journal watcher", func() error {
 		a, b := watching(g1, "customer"), watching(g2, "customer")
 		switch {
 		case a && b:
-			t.Fatal("both gateways watch keyspace customer")
+			return wait.Abort(errors.New("both gateways watch keyspace customer"))
 		case a:
 			holder, other = g1, g2
 		case b:
 			holder, other = g2, g1
+		default:
+			return errors.New("neither watches keyspace customer yet")
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("no gateway started a journal watcher")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 	// Let the holder save a position, then kill it and switch traffic at
 	// once: the journal is written while nobody watches.
 	if err := cluster.AddShards(ctx, "customer", []string{"-80", "80-"}); err != nil {
@@ -55,17 +83,31 @@ func TestJournalWatcherFailover(t *testing.T) {
 	}
 	holder.stop(syscall.SIGKILL)
 	killed := time.Now()
+	// The takeover is watched for from the kill on: switching traffic may
+	// take longer than the lease.
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	takeover := make(chan result, 1)
+	go func() {
+		err := eventuallyCtx(ctx, 2*time.Minute, "the surviving gateway to take the watcher over", func() error {
+			if !watching(other, "customer") {
+				return errors.New("not watching keyspace customer")
+			}
+			return nil
+		})
+		takeover <- result{time.Since(killed), err}
+	}()
 	if err := cluster.SwitchTraffic(ctx, "customer", "watchsplit"); err != nil {
 		t.Fatal(err)
 	}
-	for !watching(other, "customer") {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the surviving gateway never took the watcher over")
-		case <-time.After(100 * time.Millisecond):
-		}
+	r := <-takeover
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	t.Logf("watcher taken over %v after the holder was killed", time.Since(killed).Round(time.Millisecond))
+	t.Logf("watcher taken over %v after the holder was killed (lease %v, scan %v)", r.took.Round(time.Millisecond), watcherLeaseTTL, watcherScan)
+	checkTakeover(t, "journal watcher", r.took, watcherLeaseTTL, watcherScan)
 	waitBridged(t, ctx, other, "0", "-80,80-")
 	t.Logf("journal recorded %v after the holder was killed", time.Since(killed).Round(time.Millisecond))
 	if err := cluster.Complete(ctx, "customer", "watchsplit"); err != nil {

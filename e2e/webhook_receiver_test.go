@@ -65,11 +65,10 @@ type whReceiver struct {
 	maxConc  int
 	policy   func(n int, m *whMsg) whAnswer
 	arrivals map[string]time.Time // email → first arrival (processed)
-	changed  chan struct{}
 }
 
 func newWhReceiver(t *testing.T, policy func(n int, m *whMsg) whAnswer) *whReceiver {
-	r := &whReceiver{t: t, secret: newSecret(), policy: policy, arrivals: map[string]time.Time{}, changed: make(chan struct{})}
+	r := &whReceiver{t: t, secret: newSecret(), policy: policy, arrivals: map[string]time.Time{}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,19 +100,20 @@ func (r *whReceiver) down() {
 	}
 }
 
-// up listens again on the same address.
+// up listens again on the same address (which the closed listener may
+// hold for a moment). It may run on a goroutine of its own, so it reports
+// rather than stops the test.
 func (r *whReceiver) up() {
-	for i := 0; ; i++ {
+	err := eventuallyCtx(context.Background(), 5*time.Second, "the receiver to listen on "+r.addr+" again", func() error {
 		l, err := net.Listen("tcp", r.addr)
-		if err == nil {
-			r.serve(l)
-			return
+		if err != nil {
+			return err
 		}
-		if i == 50 {
-			r.t.Errorf("receiver cannot listen on %s again: %v", r.addr, err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		r.serve(l)
+		return nil
+	})
+	if err != nil {
+		r.t.Error(err)
 	}
 }
 
@@ -166,8 +166,6 @@ func (r *whReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.active--
-	close(r.changed)
-	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	if a.sleep > 0 {
 		select {
@@ -238,28 +236,26 @@ func (r *whReceiver) processed() []ev {
 	return out
 }
 
-// waitRows waits until every email of want was processed.
+// waitRows waits until every email of want was processed, for as long as
+// ctx lasts.
 func (r *whReceiver) waitRows(t *testing.T, ctx context.Context, want []string) {
 	t.Helper()
-	for {
+	err := eventuallyCtx(ctx, 0, fmt.Sprintf("%d rows to reach the receiver", len(want)), func() error {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		missing := 0
 		for _, e := range want {
 			if _, ok := r.arrivals[e]; !ok {
 				missing++
 			}
 		}
-		ch := r.changed
-		r.mu.Unlock()
-		if missing == 0 {
-			return
+		if missing > 0 {
+			return fmt.Errorf("%d of %d rows missing", missing, len(want))
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d rows never reached the receiver", missing, len(want))
-		case <-ch:
-		case <-time.After(time.Second):
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
 // TestWebhookAcrossReshard: the receiver is down while customer is
@@ -58,11 +60,14 @@ func TestWebhookAcrossReshard(t *testing.T) {
 				failed++
 				t.Logf("write during the reshard failed: %v", err)
 				w.recoverAmbiguous(ctx, t, "during")
-				time.Sleep(100 * time.Millisecond)
+				// Pacing, not a wait: writes fail for a moment around
+				// the switch.
+				wait.Sleep(during, 100*time.Millisecond)
 				continue
 			}
 			n++
-			time.Sleep(5 * time.Millisecond)
+			// Pacing: a steady trickle of writes across the reshard.
+			wait.Sleep(during, 5*time.Millisecond)
 		}
 		if failed > 0 {
 			t.Logf("%d writes failed during the reshard", failed)
@@ -127,24 +132,22 @@ func (w *writer) recoverAmbiguous(ctx context.Context, t *testing.T, phase strin
 	w.mu.Lock()
 	email := w.tag + "-" + phase + "-" + leftPad5(w.count) + "@e2e"
 	w.mu.Unlock()
-	for range 50 {
+	err := eventuallyCtx(ctx, 10*time.Second, "whether "+email+" was written", func() error {
 		var n int
-		err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", email).Scan(&n)
-		if err == nil {
-			if n > 0 {
-				t.Logf("%s committed despite the error", email)
-				w.mu.Lock()
-				w.rows = append(w.rows, email)
-				w.mu.Unlock()
-			}
-			return
+		if err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", email).Scan(&n); err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return
+		if n > 0 {
+			t.Logf("%s committed despite the error", email)
+			w.mu.Lock()
+			w.rows = append(w.rows, email)
+			w.mu.Unlock()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		t.Error(err)
 	}
-	t.Errorf("cannot tell whether %s was written", email)
 }
 
 func leftPad5(n int) string {
