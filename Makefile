@@ -38,9 +38,11 @@ test-deps:
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
 
-# Unit tests only (no cluster needed).
+# Unit tests only (no cluster needed). The end-to-end tests skip, and the
+# summary says so (e2e "[no tests to run]"); the last line repeats it.
 unit:
 	$(GO) test -race -count=1 ./...
+	@echo "unit tests passed; the END-TO-END TESTS DID NOT RUN (make test runs them)"
 
 # Lint the API description (Redocly CLI from the npm registry; rules in redocly.yaml).
 lint-api:

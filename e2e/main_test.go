@@ -26,8 +26,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv("VSG_E2E") != "1" {
-		fmt.Println("e2e: skipped (set VSG_E2E=1 with a local cluster; `make test` does)")
-		os.Exit(m.Run())
+		os.Exit(skipAll(m))
 	}
 	code, err := setup(m)
 	if err != nil {
@@ -123,6 +122,6 @@ func freePort() (int, error) {
 func needE2E(t *testing.T) {
 	t.Helper()
 	if cluster == nil {
-		t.Skip("VSG_E2E is not 1")
+		t.Skip("end-to-end test: VSG_E2E is not 1 (make test sets it and brings the cluster up)")
 	}
 }
