@@ -127,7 +127,13 @@ func readTo(ctx context.Context, c client, want []string, end *readEnd, seen fun
 			if total >= 0 {
 				ends = fmt.Sprintf("%d of %d end markers seen", len(marks), total)
 			}
-			return got, fmt.Errorf("%w (%d rows still missing, %s)", err, len(missing), ends)
+			var some []string
+			for _, e := range want {
+				if missing[e] && len(some) < 5 {
+					some = append(some, e)
+				}
+			}
+			return got, fmt.Errorf("%w (%d rows still missing, among them %v; %s)", err, len(missing), some, ends)
 		}
 		if seen != nil {
 			seen(e)
