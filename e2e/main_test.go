@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/vstream-gateway/vstream-gateway/vtlocal"
 )
@@ -76,7 +79,26 @@ func setup(m *testing.M) (int, error) {
 	}
 	defer stopRedis()
 	redisURL = url
-	return m.Run(), nil
+	code := m.Run()
+	if markerDB.db != nil {
+		markerDB.db.Close()
+	}
+	// Every client, receiver and gateway a test starts must be gone when
+	// it ends. Not counted: keep-alive connections to the cluster's
+	// daemons (vtlocal asks them over HTTP), closed here; the reapers of
+	// cluster daemons started by a test that recreated the cluster, which
+	// run on with it; glog's flush daemon (imported by Vitess, started at
+	// init, cannot be stopped).
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreAnyFunction("github.com/vstream-gateway/vstream-gateway/vtlocal.trackChild.func1"),
+			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon")); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL: goroutines left behind by the tests:", err)
+			code = 1
+		}
+	}
+	return code, nil
 }
 
 // startRedis runs a private redis-server for the tests, unless
