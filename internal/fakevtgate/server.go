@@ -102,23 +102,47 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{
 		Addr:    lis.Addr().String(),
-		srv:     grpc.NewServer(),
-		serve:   make(chan struct{}),
 		changed: make(chan struct{}),
 		results: map[string]*sqltypes.Result{},
 	}
 	s.SetResult("select 1", sqltypes.MakeTestResult(sqltypes.MakeTestFields("1", "int64"), "1"))
-	vtgateservicepb.RegisterVitessServer(s.srv, s)
-	go func() { defer close(s.serve); _ = s.srv.Serve(lis) }()
+	s.serveOn(lis)
 	t.Cleanup(s.Stop)
 	return s
 }
 
+func (s *Server) serveOn(lis net.Listener) {
+	srv, done := grpc.NewServer(), make(chan struct{})
+	vtgateservicepb.RegisterVitessServer(srv, s)
+	s.mu.Lock()
+	s.srv, s.serve = srv, done
+	s.mu.Unlock()
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+}
+
 // Stop ends every stream and waits for the server to exit. Safe to call
-// twice.
+// twice, and after Down.
 func (s *Server) Stop() {
-	s.srv.Stop()
-	<-s.serve
+	s.mu.Lock()
+	srv, done := s.srv, s.serve
+	s.mu.Unlock()
+	srv.Stop()
+	<-done
+}
+
+// Down stops the server as a vtgate whose process exits: open streams end
+// (the client reads UNAVAILABLE) and connections are refused until Up.
+// Scripts and results stay.
+func (s *Server) Down() { s.Stop() }
+
+// Up serves again on the same address after Down, as a restarted vtgate.
+func (s *Server) Up(t testing.TB) {
+	t.Helper()
+	lis, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("fakevtgate: listen again on %s: %v", s.Addr, err)
+	}
+	s.serveOn(lis)
 }
 
 // Push queues scripts: each answers one VStream call, in arrival order. A

@@ -1,0 +1,103 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
+	"vitess.io/vitess/go/vt/vterrors"
+)
+
+// Retryable reports whether a VStream error is transient: whether the same
+// request, from the same position, can succeed later. What is not is an
+// error that names the position or the filter as the problem: retrying
+// would fail the same way, forever and silently.
+//
+// vtgate's codes alone do not draw that line (vtgate/vstream_manager.go,
+// discovery/tablet_error_action.go):
+//
+//   - NOT_FOUND is what a vtgate that is starting up answers while its
+//     health check has not yet seen the tablet its picker chose ("failed to
+//     get tablet connection to …: tablet … is either down or nonexistent");
+//     a tablet that restarts does the same. Transient.
+//   - FAILED_PRECONDITION is vtgate's answer to a VGTID naming a shard
+//     that no longer exists ("shard provided in VGTID, X, not found in the
+//     Y keyspace", after Reshard complete: permanent, the caller rebuilds
+//     the position, DESIGN §4), but also a tablet's "wrong tablet type"
+//     during a reparent or restart, passed on once vtgate's own three
+//     retries are spent: transient. vttablet's "column … not found in
+//     table …" is the filter: permanent.
+//   - INVALID_ARGUMENT and the like are the request itself.
+//
+// Everything else (UNAVAILABLE, CANCELED from vtgate's 90-second tablet
+// search, CLUSTER_EVENT, a stream ended by EOF) is transient.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, io.EOF) {
+		return true
+	}
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Our own context is checked by the caller; these come from vtgate
+		// (e.g. "failed to find a PRIMARY tablet … context has expired").
+		return true
+	}
+	if _, _, gone := MissingShard(err); gone {
+		return false
+	}
+	msg := err.Error()
+	for _, s := range permanentMessages {
+		if strings.Contains(msg, s) {
+			return false
+		}
+	}
+	switch vterrors.Code(err) {
+	case vtrpcpb.Code_INVALID_ARGUMENT, vtrpcpb.Code_PERMISSION_DENIED, vtrpcpb.Code_UNAUTHENTICATED,
+		vtrpcpb.Code_UNIMPLEMENTED, vtrpcpb.Code_ALREADY_EXISTS, vtrpcpb.Code_OUT_OF_RANGE:
+		return false
+	}
+	return true
+}
+
+// permanentMessages are errors that no retry fixes, whatever their code:
+// the filter kills the stream at the first row, or no longer fits the
+// table.
+var permanentMessages = []string{
+	"failed to build table replication plan",
+	"Query was empty",
+	"not found in the",
+	"unknown table",
+	// vttablet/tabletserver/vstreamer/planbuilder.go, FAILED_PRECONDITION.
+	"not found in table",
+	"cannot use column names in vstream filter",
+}
+
+// MissingShard extracts the shard vtgate named in a "shard provided in
+// VGTID, X, not found in the Y keyspace" error.
+func MissingShard(err error) (keyspace, shard string, ok bool) {
+	if err == nil {
+		return "", "", false
+	}
+	msg := err.Error()
+	const a, b, c = "shard provided in VGTID, ", ", not found in the ", " keyspace"
+	i := strings.Index(msg, a)
+	if i < 0 {
+		return "", "", false
+	}
+	rest := msg[i+len(a):]
+	j := strings.Index(rest, b)
+	if j < 0 {
+		return "", "", false
+	}
+	shard = rest[:j]
+	rest = rest[j+len(b):]
+	k := strings.Index(rest, c)
+	if k < 0 {
+		return "", "", false
+	}
+	return rest[:k], shard, true
+}
