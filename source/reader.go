@@ -45,7 +45,7 @@ type Reader struct {
 	out    chan result
 	budget *budget.Bytes
 	done   chan struct{}
-	err    error // terminal error, set once Next has returned it
+	err    error   // terminal error, set once Next has returned it
 	down   *outage // set while the VStream waits for vtgate (run's goroutine only)
 }
 
