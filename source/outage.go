@@ -27,7 +27,7 @@ type outage struct {
 // stillUnavailableEvery is how often a reader that is still without vtgate
 // says so. Retries in between are logged at debug level only: with a
 // backoff of a few seconds they would bury everything else.
-var stillUnavailableEvery = 30 * time.Second
+var stillUnavailableEvery = 15 * time.Second
 
 // lost records a transient failure; wait is the backoff before the retry.
 func (r *Reader) lost(err error, wait time.Duration) {
