@@ -74,6 +74,43 @@ var permanentMessages = []string{
 	// vttablet/tabletserver/vstreamer/planbuilder.go, FAILED_PRECONDITION.
 	"not found in table",
 	"cannot use column names in vstream filter",
+	// The keyspace has no serving graph in vtgate's cell: it does not
+	// exist (vtgate/vstream_manager.go resolveParams, code UNKNOWN).
+	"fetch error: node doesn't exist",
+}
+
+// UpstreamError is vtgate failing a request the gateway made on a client's
+// behalf: the position a new reader starts from, a schema check. Op says
+// what was asked. Callers answering clients tell two cases apart with
+// Unavailable: vtgate unreachable or too slow (the client may retry), or
+// vtgate refusing the request.
+type UpstreamError struct {
+	Op  string
+	Err error
+}
+
+func (e *UpstreamError) Error() string { return "vtgate: " + e.Op + ": " + e.Err.Error() }
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Unavailable reports whether err means that vtgate could not be reached or
+// did not answer in time, rather than that it refused the request. Calls
+// wait for the connection (vtgateconn dials with WaitForReady), so a vtgate
+// that is down shows as the caller's deadline passing.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var coded interface{ ErrorCode() vtrpcpb.Code }
+	if errors.As(err, &coded) {
+		switch coded.ErrorCode() {
+		case vtrpcpb.Code_UNAVAILABLE, vtrpcpb.Code_DEADLINE_EXCEEDED:
+			return true
+		}
+	}
+	return false
 }
 
 // MissingShard extracts the shard vtgate named in a "shard provided in

@@ -83,6 +83,7 @@ type Server struct {
 	scripts []Script
 	calls   []*Call
 	results map[string]*sqltypes.Result // by normalized SQL
+	errs    map[string]error            // by normalized SQL, before results
 	queries []Query
 }
 
@@ -243,6 +244,21 @@ func (s *Server) SetResult(sql string, r *sqltypes.Result) {
 	s.results[normalize(sql)] = r
 }
 
+// SetError makes a query fail with err, reported in the response as vtgate
+// reports query errors (use vterrors to choose the code); nil clears it.
+func (s *Server) SetError(sql string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.errs == nil {
+		s.errs = map[string]error{}
+	}
+	if err == nil {
+		delete(s.errs, normalize(sql))
+		return
+	}
+	s.errs[normalize(sql)] = err
+}
+
 // Queries returns the Execute calls received so far.
 func (s *Server) Queries() []Query {
 	s.mu.Lock()
@@ -259,11 +275,15 @@ func (s *Server) Execute(_ context.Context, req *vtgatepb.ExecuteRequest) (*vtga
 	s.mu.Lock()
 	s.queries = append(s.queries, Query{Target: req.GetSession().GetTargetString(), SQL: sql})
 	r, ok := s.results[sql]
+	qerr := s.errs[sql]
 	s.mu.Unlock()
 	resp := &vtgatepb.ExecuteResponse{Session: req.Session}
-	if !ok {
+	switch {
+	case qerr != nil:
+		resp.Error = vterrors.ToVTRPC(qerr)
+	case !ok:
 		resp.Error = vterrors.ToVTRPC(vterrors.Errorf(vtrpcpb.Code_INVALID_ARGUMENT, "fakevtgate: no result for %q", sql))
-	} else {
+	default:
 		resp.Result = sqltypes.ResultToProto3(r)
 	}
 	return resp, nil
