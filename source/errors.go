@@ -10,8 +10,8 @@ import (
 	"vitess.io/vitess/go/vt/vterrors"
 )
 
-// Retryable reports whether a VStream error is transient: whether the same
-// request, from the same position, can succeed later. What is not is an
+// Retryable reports whether a VStream error is transient, DESIGN §11 rule 1:
+// whether the same request, from the same position, can succeed later. What is not is an
 // error that names the position or the filter as the problem: retrying
 // would fail the same way, forever and silently.
 //
@@ -79,6 +79,10 @@ var permanentMessages = []string{
 	"fetch error: node doesn't exist",
 }
 
+// ErrUnavailable is vtgate not answering in time something a client waits
+// for (a position for "now"): Unavailable reports it.
+var ErrUnavailable = errors.New("vtgate did not answer in time")
+
 // UpstreamError is vtgate failing a request the gateway made on a client's
 // behalf: the position a new reader starts from, a schema check. Op says
 // what was asked. Callers answering clients tell two cases apart with
@@ -100,7 +104,7 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
 		return true
 	}
 	var coded interface{ ErrorCode() vtrpcpb.Code }

@@ -7,8 +7,8 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 )
 
-// outage is one reader's time without vtgate: from a transient failure of
-// its VStream until vtgate streams to it again. A vtgate restarting, down
+// outage is one reader's time without vtgate (DESIGN §11 rule 2): from a
+// transient failure of its VStream until vtgate streams to it again. A vtgate restarting, down
 // for a while, or looking for a tablet is an outage, not the end of the
 // stream: the reader retries with backoff, resumes from its last whole
 // transaction, and says so — a warning when the outage begins, another
