@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
@@ -153,13 +154,21 @@ func (a *API) open(ctx context.Context, def *streams.Definition, token, subscrib
 // unavailable vtgate: about the gateway's own reconnect interval.
 const upstreamRetryAfter = 5
 
-// upstreamError maps vtgate failing a request made for the client (a
-// *source.UpstreamError, or an error wrapping one): 503
+// upstreamError maps vtgate failing a request made for the client, a
+// *source.UpstreamError or an error wrapping one (DESIGN §11 rule 4): 503
 // upstream_unavailable with Retry-After while vtgate cannot be reached or
 // does not answer in time, 502 upstream_failed when it refused.
+// The 503 names what was asked, not gRPC's transport detail (vtgate's
+// address); a 502 carries vtgate's refusal, which is what the client needs.
 func upstreamError(err error) *Error {
 	if source.Unavailable(err) {
-		e := apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "vtgate is unavailable, retry later: "+err.Error())
+		what := "the request"
+		var ue *source.UpstreamError
+		if errors.As(err, &ue) {
+			what = ue.Op
+		}
+		e := apiErr(http.StatusServiceUnavailable, "upstream_unavailable",
+			fmt.Sprintf("vtgate is unavailable (%s did not complete); retry in %d s", what, upstreamRetryAfter))
 		e.RetryAfter = upstreamRetryAfter
 		return e
 	}
