@@ -38,7 +38,9 @@ func ask(t *testing.T, ctx context.Context, g *gateway, method, path, body strin
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), took: time.Since(start)}
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if resp.StatusCode >= 400 {
 		if err := json.NewDecoder(bytes.NewReader(b)).Decode(&e); err != nil {
 			t.Errorf("%s %s: %d with a body that is not a JSON error: %q", method, path, resp.StatusCode, b)
