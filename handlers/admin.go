@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -45,10 +46,15 @@ func (a *API) CreateStream(w http.ResponseWriter, r *http.Request) {
 	}
 	d.CreatedAt = time.Time{}
 	err := a.Streams.Create(r.Context(), &d)
-	var ve *streams.ValidationError
+	var (
+		ve *streams.ValidationError
+		ue *source.UpstreamError
+	)
 	switch {
 	case errors.As(err, &ve):
 		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_stream", ve.Error()))
+	case errors.As(err, &ue):
+		WriteError(w, a.Log, upstreamError(ue))
 	case errors.Is(err, streams.ErrExists):
 		WriteError(w, a.Log, apiErr(http.StatusConflict, "stream_exists", "a stream named "+quoteJSON(d.Name)+" already exists"))
 	case err != nil:
