@@ -12,6 +12,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
 
 // Config is the gateway configuration. Every flag can also be given as a
@@ -23,7 +24,7 @@ type Config struct {
 	Listen        string
 	DebugListen   string
 	Vtgate        string
-	Redis         string
+	Redis         []string
 	DataDir       string
 	StreamsFile   string
 	CursorSecret  string
@@ -94,7 +95,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
 	d.str(&c.DebugListen, "debug-listen", "", "address for Go's /debug/pprof profiles (off when empty; keep it on loopback)")
 	d.str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
-	d.str(&c.Redis, "redis", "", "Redis URL (redis://host:port/db); empty uses the embedded store")
+	d.urls(&c.Redis, "redis", "Redis: redis://host:port/db, redis+cluster://h1:p1,h2:p2, redis+sentinel://h1:p1,h2:p2/master (rediss… for TLS); repeat for the seed nodes of a Cluster; empty uses the embedded store")
 	d.str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")
 	d.str(&c.StreamsFile, "streams-file", "", "optional YAML file of stream definitions loaded at start-up")
 	d.str(&c.CursorSecret, "cursor-secret", "", "key that signs cursor tokens (at least 16 bytes); empty: generated once and kept in the store")
@@ -169,8 +170,10 @@ func (c *Config) validate() error {
 	if c.WebhookRetryMin <= 0 || c.WebhookRetryMax < c.WebhookRetryMin {
 		return configErr("--webhook-retry-min must be positive and --webhook-retry-max at least as long")
 	}
-	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
-		return configErr("--redis must be a redis:// or rediss:// URL")
+	if len(c.Redis) > 0 {
+		if err := redisstore.CheckURLs(c.Redis); err != nil {
+			return configErr("--redis: %v", err)
+		}
 	}
 	authConfigured := len(c.JWTSecrets) > 0 || c.JWKSURL != ""
 	switch {

@@ -130,8 +130,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 }
 
 func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
-	if cfg.Redis != "" {
-		st, err := redisstore.New(ctx, cfg.Redis)
+	if len(cfg.Redis) > 0 {
+		st, err := redisstore.Dial(ctx, cfg.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
@@ -233,7 +233,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 }
 
 func (s *Server) storeName() string {
-	if s.cfg.Redis != "" {
+	if len(s.cfg.Redis) > 0 {
 		return "redis"
 	}
 	return "embedded:" + s.cfg.DataDir
