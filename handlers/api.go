@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,8 @@ type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfter, in seconds, is sent as Retry-After with a 503.
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -86,18 +89,35 @@ func apiErr(status int, code, msg string) *Error {
 	return &Error{Status: status, Code: code, Message: msg}
 }
 
-// WriteError writes err as the JSON error body. Errors that are not *Error
-// become a 500 whose detail is logged, not sent.
+// WriteError writes err as the JSON error body. A store that cannot be
+// reached is a 503 the client retries (store_unavailable, Retry-After);
+// other errors that are not *Error become a 500 whose detail is logged,
+// not sent.
 func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, store.ErrUnavailable):
+		if log != nil {
+			log.Warn("store unavailable", "err", err)
+		}
+		e = errStoreUnavailable
+	default:
 		if log != nil {
 			log.Error("internal error", "err", err)
 		}
 		e = apiErr(http.StatusInternalServerError, "internal", "internal error")
 	}
+	if e.Status == http.StatusServiceUnavailable && e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
+
+// errStoreUnavailable: nothing was stored or read; readers already
+// connected keep streaming meanwhile (DESIGN §11).
+var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+	Message: "the gateway's store does not answer; nothing was stored: retry", RetryAfter: 2}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -127,6 +147,9 @@ func quote(s string) string {
 // open resolves where a reader starts and opens its subscription.
 func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber string) (*hub.Subscription, error) {
 	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber})
+	if errors.Is(err, store.ErrUnavailable) {
+		return nil, err // a 503, also for a reference token the store holds
+	}
 	var ce *hub.CursorError
 	if errors.As(err, &ce) {
 		return nil, apiErr(http.StatusBadRequest, "invalid_cursor", ce.Error())
@@ -204,6 +227,9 @@ func streamError(err error) error {
 	var ge *reshard.GapError
 	if errors.As(err, &ge) {
 		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return errStoreUnavailable
 	}
 	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 }
