@@ -57,6 +57,9 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 				return nil, err
 			}
 		case errors.Is(err, store.ErrNotFound):
+			if lostAt, lost := h.storeLost(); lost {
+				return h.lostCursor(ctx, def, from.Subscriber, lostAt)
+			}
 		default:
 			return nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
 		}

@@ -32,6 +32,8 @@ type Config struct {
 	LogFormat     string
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
+	// StoreLossWindow: see hub.WithStoreLoss.
+	StoreLossWindow time.Duration
 
 	// Authentication (see package auth).
 	JWTSecrets     []string
@@ -103,6 +105,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.LogFormat, "log-format", "text", "text or json")
 	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
 	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
 
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
 	d.str(&c.JWKSURL, "jwks-url", "", "JWKS URL for RS/PS/ES/EdDSA tokens (keys by kid, cached and refreshed)")
@@ -163,6 +166,9 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 func (c *Config) validate() error {
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
 		return configErr("--cursor-secret must be at least 16 bytes")
+	}
+	if c.StoreLossWindow < 0 {
+		return configErr("--store-loss-window must not be negative")
 	}
 	if c.WebhookLeaseTTL < time.Second {
 		return configErr("--webhook-lease-ttl must be at least 1s")

@@ -19,6 +19,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
+	"github.com/vstream-gateway/vstream-gateway/store/epoch"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -41,6 +42,7 @@ type Server struct {
 	journals *reshard.Registry
 	streams  *streams.Registry
 	watcher  *reshard.Watcher
+	guard    *epoch.Guard // nil for the embedded store (storeloss.go)
 
 	wh webhooks // see webhooks.go
 }
@@ -59,6 +61,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 			s.closeBackends()
 		}
 	}()
+	if err := s.openGuard(ctx); err != nil {
+		return nil, err
+	}
 	key, err := cursorKey(ctx, cfg, st)
 	if err != nil {
 		return nil, err
@@ -92,7 +97,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
 	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log), hub.WithTails(tails),
-		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild))
+		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow))
 	s.journals, s.streams = journals, reg
 	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal) {
@@ -117,6 +123,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err := s.newWebhooks(cfg); err != nil {
 		return nil, err
 	}
+	s.recoverySteps(key)
 	s.http = &http.Server{
 		Addr:              cfg.Listen,
 		Handler:           s.Router(),
@@ -178,6 +185,11 @@ func (s *Server) ready(ctx context.Context) error {
 	if err := s.store.Ping(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if s.guard != nil {
+		if err := s.guard.Err(); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
 	if _, err := s.src.Conn().Session("", nil).Execute(ctx, "select 1 from dual", nil, false); err != nil {
 		return fmt.Errorf("vtgate: %w", err)
 	}
@@ -200,6 +212,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	watcherDone := make(chan struct{})
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
 	defer func() { stopWatcher(); <-watcherDone }()
+	gctx, stopGuard := context.WithCancel(ctx)
+	waitGuard := s.runGuard(gctx)
+	defer func() { stopGuard(); waitGuard() }()
 	s.startWebhooks(ctx)
 	s.startDebug(ctx)
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())

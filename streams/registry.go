@@ -220,3 +220,16 @@ func (r *Registry) LoadFile(ctx context.Context, path string) (int, error) {
 	}
 	return len(f.Streams), nil
 }
+
+// Cached returns the names of the definitions this replica holds in its
+// cache, sorted: after the store lost its data, what it may have lost.
+func (r *Registry) Cached() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.cache))
+	for n := range r.cache {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
