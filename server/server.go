@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/cursor"
@@ -43,6 +44,9 @@ type Server struct {
 	streams  *streams.Registry
 	watcher  *reshard.Watcher
 	guard    *epoch.Guard // nil for the embedded store (storeloss.go)
+	// streamsBefore: the stream names cached at the last check that found
+	// the store intact (storeloss.go).
+	streamsBefore atomic.Pointer[[]string]
 
 	wh webhooks // see webhooks.go
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,14 @@ func (s *Server) openGuard(ctx context.Context) error {
 			metrics.StoreDataLost()
 		}
 		metrics.StoreRecovering(recovering)
+	}), epoch.WithIntact(func() {
+		// The streams as of the last check that found the store intact:
+		// after a loss, the cache itself may already have been refreshed
+		// from the emptied store.
+		if s.streams != nil {
+			names := s.streams.Cached()
+			s.streamsBefore.Store(&names)
+		}
 	}))
 	if err != nil {
 		return fmt.Errorf("store epoch: %w", err)
@@ -77,7 +86,14 @@ func (s *Server) recoverySteps(key []byte) {
 		return nil
 	})
 	g.OnLoss("streams file", func(ctx context.Context, _ epoch.Loss) error {
+		// What this replica knew: at the last intact check, and what its
+		// cache still holds (no List may have run since the loss).
 		known := s.streams.Cached()
+		if p := s.streamsBefore.Load(); p != nil {
+			known = append(known, *p...)
+		}
+		slices.Sort(known)
+		known = slices.Compact(known)
 		if s.cfg.StreamsFile != "" {
 			n, err := s.streams.LoadFile(ctx, s.cfg.StreamsFile)
 			if err != nil {

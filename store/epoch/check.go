@@ -80,6 +80,7 @@ func (g *Guard) tick(ctx context.Context, cur Record) error {
 	}
 	// Keep only the last entry: the log is a counter, not a history.
 	_ = g.st.TrimLog(ctx, ClockLog, n-1)
+	g.intact()
 	return nil
 }
 

@@ -90,6 +90,7 @@ type Guard struct {
 	log      *slog.Logger
 	interval time.Duration
 	observe  func(lost, recovering bool)
+	intact   func()
 
 	mu       sync.Mutex
 	cur      Record
@@ -119,11 +120,16 @@ func WithInterval(d time.Duration) Option { return func(g *Guard) { g.interval =
 // still incomplete (recovering): metrics.
 func WithObserver(f func(lost, recovering bool)) Option { return func(g *Guard) { g.observe = f } }
 
+// WithIntact is called after every check that found the store as this
+// replica left it: the moment to note what it holds, to compare with
+// after a loss.
+func WithIntact(f func()) Option { return func(g *Guard) { g.intact = f } }
+
 // Open reads the store's epoch record, creating it when the store has
 // none (its first use — or a loss while no replica was running, which
 // nothing can tell apart: the README says so).
 func Open(ctx context.Context, st store.Store, opts ...Option) (*Guard, error) {
-	g := &Guard{st: st, log: slog.Default(), interval: time.Second, observe: func(bool, bool) {}}
+	g := &Guard{st: st, log: slog.Default(), interval: time.Second, observe: func(bool, bool) {}, intact: func() {}}
 	for _, o := range opts {
 		o(g)
 	}
