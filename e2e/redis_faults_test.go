@@ -34,6 +34,8 @@ type liveReader struct {
 	acked   string // last cursor acked
 	retries int    // reads that failed and were retried (pull)
 	err     error  // why it stopped, if not asked to
+	// onRow, if set, is told every row (after it is recorded).
+	onRow func(ev)
 }
 
 func (r *liveReader) run(ctx context.Context, retry bool) {
@@ -64,6 +66,9 @@ func (r *liveReader) run(ctx context.Context, retry bool) {
 		r.mu.Lock()
 		r.rows, r.evs, r.at = append(r.rows, e.str("email")), append(r.evs, e), append(r.at, time.Now())
 		r.mu.Unlock()
+		if r.onRow != nil {
+			r.onRow(e)
+		}
 		if r.ack && strings.Contains(string(e.Raw), `"txn_end":true`) {
 			if err := r.c.ack(ctx, e.Cursor); err == nil {
 				r.mu.Lock()
