@@ -428,6 +428,11 @@ func checkStoreReport(t *testing.T, ctx context.Context, g *gateway, lost bool, 
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	for _, want := range []string{"the store does not answer", "the store answers again"} {
+		if !strings.Contains(g.log.String(), want) {
+			t.Errorf("the gateway's log does not say %q", want)
+		}
+	}
 	reported := strings.Contains(g.log.String(), "THE STORE LOST DATA")
 	metric := metricValue(t, g, "vsg_store_data_lost_total")
 	apiStatus, _ := g.do(ctx, "GET", "/v1/streams/"+apiStream, nil, &map[string]any{})

@@ -98,8 +98,10 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	switch {
 	case errors.As(err, &e):
 	case errors.Is(err, store.ErrUnavailable):
+		// The outage itself is logged once, when it starts and ends
+		// (store/epoch); every refused request would flood the log.
 		if log != nil {
-			log.Warn("store unavailable", "err", err)
+			log.Debug("store unavailable", "err", err)
 		}
 		e = errStoreUnavailable
 	default:

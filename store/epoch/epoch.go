@@ -185,18 +185,34 @@ func (g *Guard) Err() error {
 	return fmt.Errorf("%w (%s)", ErrLost, what)
 }
 
-// Run checks every interval until ctx ends.
+// Run checks every interval until ctx ends. It also says, once each way,
+// when the store stops and starts answering: requests that need it are
+// refused meanwhile and log only at debug level.
 func (g *Guard) Run(ctx context.Context) {
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
+	var downSince time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := g.Check(ctx); err != nil && ctx.Err() == nil {
-				g.log.Debug("store epoch check failed", "err", err)
+		}
+		err := g.Check(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, store.ErrUnavailable):
+			if downSince.IsZero() {
+				downSince = time.Now()
+				g.log.Warn("the store does not answer: acks, new named subscribers and admin requests get 503 store_unavailable until it does; connected readers keep reading", "err", err)
 			}
+		case err != nil:
+			g.log.Debug("store epoch check failed", "err", err)
+		}
+		if err == nil && !downSince.IsZero() {
+			g.log.Warn("the store answers again", "after", time.Since(downSince).Round(time.Millisecond))
+			downSince = time.Time{}
 		}
 	}
 }
