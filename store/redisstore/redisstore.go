@@ -1,5 +1,8 @@
 // Package redisstore implements store.Store on Redis (6.2 or newer), for
-// deployments where several gateway replicas share state.
+// deployments where several gateway replicas share state: one server, a
+// Redis Cluster or a Sentinel-managed primary (url.go). Calls that cannot
+// reach Redis fail with store.ErrUnavailable within a call timeout
+// (errors.go); writes can be made to wait for replicas (replicas.go).
 //
 // # Key layout
 //
