@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -143,8 +144,14 @@ func (a *API) Ack(w http.ResponseWriter, r *http.Request) {
 // ack stores token as sub's cursor and returns the token now stored (an
 // older ack leaves a newer cursor in place).
 func (a *API) ack(r *http.Request, def *streams.Definition, sub, token string) (string, error) {
-	ctx := r.Context()
+	return a.ackCtx(r.Context(), def, sub, token)
+}
+
+func (a *API) ackCtx(ctx context.Context, def *streams.Definition, sub, token string) (string, error) {
 	v, err := a.Hub.Position(ctx, def, token)
+	if errors.Is(err, store.ErrUnavailable) {
+		return "", err // a reference token whose position is in the store
+	}
 	if err != nil {
 		return "", apiErr(http.StatusBadRequest, "invalid_cursor", err.Error())
 	}

@@ -91,11 +91,22 @@ func apiErr(status int, code, msg string) *Error {
 	return &Error{Status: status, Code: code, Message: msg}
 }
 
-// WriteError writes err as the JSON error body. Errors that are not *Error
-// become a 500 whose detail is logged, not sent.
+// WriteError writes err as the JSON error body. A store that cannot be
+// reached is a 503 the client retries (store_unavailable, Retry-After);
+// other errors that are not *Error become a 500 whose detail is logged,
+// not sent.
 func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, store.ErrUnavailable):
+		// The outage itself is logged once, when it starts and ends
+		// (store/epoch); every refused request would flood the log.
+		if log != nil {
+			log.Debug("store unavailable", "err", err)
+		}
+		e = errStoreUnavailable
+	default:
 		if log != nil {
 			log.Error("internal error", "err", err)
 		}
@@ -106,6 +117,11 @@ func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
+
+// errStoreUnavailable: nothing was stored or read; readers already
+// connected keep streaming meanwhile (DESIGN §12).
+var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+	Message: "the gateway's store does not answer; nothing was stored: retry", RetryAfter: 2}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -137,6 +153,9 @@ func quoteJSON(s string) string {
 // open resolves where a reader starts and opens its subscription.
 func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber string) (*hub.Subscription, error) {
 	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber})
+	if errors.Is(err, store.ErrUnavailable) {
+		return nil, err // a 503, also for a reference token the store holds
+	}
 	var ce *hub.CursorError
 	if errors.As(err, &ce) {
 		return nil, apiErr(http.StatusBadRequest, "invalid_cursor", ce.Error())
@@ -243,6 +262,9 @@ func streamError(err error) error {
 	var ge *reshard.GapError
 	if errors.As(err, &ge) {
 		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return errStoreUnavailable
 	}
 	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 }

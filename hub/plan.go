@@ -97,7 +97,8 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
 			notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
 				"missing": d.Missing,
-				"reason":  "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
+				"reason":  h.resyncReason(),
+				"message": "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
 			})
 			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
 			outcome = reshard.Resync

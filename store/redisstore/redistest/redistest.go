@@ -8,6 +8,11 @@
 // Without a redis-server binary the tests that ask for a URL skip, unless
 // CI is set, where that is a failure: CI must not go green without having
 // run them.
+//
+// Tests that need Redis processes of their own — to restart, pause or
+// fail over — start them with StartNode, StartCluster (three primaries,
+// three replicas) and StartSentinel (a primary, a replica, three
+// Sentinels).
 package redistest
 
 import (
