@@ -149,6 +149,9 @@ func serves(n clusterNode, slot int) bool {
 // returns the new primary.
 func (c *Cluster) Failover(tb testing.TB, key string) *Node {
 	tb.Helper()
+	// After an earlier failover the old primary may still be joining as
+	// a replica: a slot needs its replica back before it can fail over.
+	c.waitHealthy(tb)
 	old, repl := c.Primary(tb, key)
 	tookOver := func() bool {
 		for _, n := range c.Nodes {
