@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,25 +23,8 @@ type gateway struct {
 	args []string
 	url  string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startGateway runs the binary on a free port with the given extra flags
@@ -87,7 +70,7 @@ func withDataDir(t *testing.T) []string {
 
 func (g *gateway) start() {
 	g.t.Helper()
-	g.log = &syncBuffer{}
+	g.log = &syncbuf.Buffer{}
 	g.cmd = exec.Command(gatewayBin, g.args...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {

@@ -1,12 +1,11 @@
 package source_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ func TestTransientUpstreamErrorsRetried(t *testing.T) {
 // its last transaction once vtgate serves again, and the outage is logged
 // (begin, end with its duration) and counted.
 func TestUpstreamOutageLoggedAndCounted(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	fake := fakevtgate.New(t)
 	fake.SetCreateTable("t", tText)
 	c := dial(t, fake, source.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
@@ -112,23 +111,6 @@ func TestUpstreamOutageLoggedAndCounted(t *testing.T) {
 	if n, sum := histogram(t, "vsg_upstream_outage_seconds", "outage-test"); n != 1 || sum < 0.3 {
 		t.Errorf("vsg_upstream_outage_seconds: %d observations, sum %v; want 1 of at least 0.3", n, sum)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

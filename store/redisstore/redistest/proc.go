@@ -1,9 +1,9 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"net"
 	"os"
 	"os/exec"
@@ -26,7 +26,7 @@ type Node struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 	c    *redis.Client
 }
 
@@ -40,23 +40,6 @@ func (n *Node) Client(testing.TB) *redis.Client { return n.c }
 
 // Log is what the server printed.
 func (n *Node) Log() string { return n.log.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Binary returns the redis-server binary, or skips tb with the reason.
 func Binary(tb testing.TB) string {
@@ -140,7 +123,7 @@ func (n *Node) start(bin string) error {
 		"--port", strconv.Itoa(n.Port), "--bind", "127.0.0.1", "--dir", n.dir, "--daemonize", "no")
 	cmd := exec.Command(bin, full...)
 	if n.log == nil {
-		n.log = &syncBuffer{}
+		n.log = &syncbuf.Buffer{}
 	}
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	setDeathSignal(cmd)
