@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,25 +26,8 @@ type gateway struct {
 	args []string
 	url  string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startGateway runs the binary on a free port with the given extra flags
@@ -90,7 +73,7 @@ func withDataDir(t *testing.T) []string {
 
 func (g *gateway) start() {
 	g.t.Helper()
-	g.log = &syncBuffer{}
+	g.log = &syncbuf.Buffer{}
 	g.cmd = exec.Command(gatewayBin, g.args...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {

@@ -287,6 +287,16 @@ func createWebhook(t *testing.T, g *gateway, stream string, body map[string]any)
 	if err != nil || status != http.StatusCreated || v.ID == "" {
 		t.Fatalf("create webhook: %d %+v %v", status, v, err)
 	}
+	// Webhooks live in the tests' shared Redis: one left behind would be
+	// delivered by every later gateway, to a receiver's port that another
+	// test's receiver may have by then.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if status, err := g.do(ctx, "DELETE", "/v1/streams/"+stream+"/webhooks/"+v.ID, nil, nil); err != nil && status != http.StatusNotFound {
+			t.Logf("webhook %s not deleted (its gateway may be gone): %d %v", v.ID, status, err)
+		}
+	})
 	return &v
 }
 

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -45,10 +47,15 @@ func (a *API) CreateStream(w http.ResponseWriter, r *http.Request) {
 	}
 	d.CreatedAt = time.Time{}
 	err := a.Streams.Create(r.Context(), &d)
-	var ve *streams.ValidationError
+	var (
+		ve *streams.ValidationError
+		ue *source.UpstreamError
+	)
 	switch {
 	case errors.As(err, &ve):
 		WriteError(w, a.Log, apiErr(http.StatusBadRequest, "invalid_stream", ve.Error()))
+	case errors.As(err, &ue):
+		WriteError(w, a.Log, upstreamError(ue))
 	case errors.Is(err, streams.ErrExists):
 		WriteError(w, a.Log, apiErr(http.StatusConflict, "stream_exists", "a stream named "+quoteJSON(d.Name)+" already exists"))
 	case err != nil:
@@ -137,8 +144,14 @@ func (a *API) Ack(w http.ResponseWriter, r *http.Request) {
 // ack stores token as sub's cursor and returns the token now stored (an
 // older ack leaves a newer cursor in place).
 func (a *API) ack(r *http.Request, def *streams.Definition, sub, token string) (string, error) {
-	ctx := r.Context()
+	return a.ackCtx(r.Context(), def, sub, token)
+}
+
+func (a *API) ackCtx(ctx context.Context, def *streams.Definition, sub, token string) (string, error) {
 	v, err := a.Hub.Position(ctx, def, token)
+	if errors.Is(err, store.ErrUnavailable) {
+		return "", err // a reference token whose position is in the store
+	}
 	if err != nil {
 		return "", apiErr(http.StatusBadRequest, "invalid_cursor", err.Error())
 	}

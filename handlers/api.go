@@ -9,14 +9,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -78,6 +81,8 @@ type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfter, in seconds, is sent as the Retry-After header when set.
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -86,18 +91,37 @@ func apiErr(status int, code, msg string) *Error {
 	return &Error{Status: status, Code: code, Message: msg}
 }
 
-// WriteError writes err as the JSON error body. Errors that are not *Error
-// become a 500 whose detail is logged, not sent.
+// WriteError writes err as the JSON error body. A store that cannot be
+// reached is a 503 the client retries (store_unavailable, Retry-After);
+// other errors that are not *Error become a 500 whose detail is logged,
+// not sent.
 func WriteError(w http.ResponseWriter, log *slog.Logger, err error) {
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, store.ErrUnavailable):
+		// The outage itself is logged once, when it starts and ends
+		// (store/epoch); every refused request would flood the log.
+		if log != nil {
+			log.Debug("store unavailable", "err", err)
+		}
+		e = errStoreUnavailable
+	default:
 		if log != nil {
 			log.Error("internal error", "err", err)
 		}
 		e = apiErr(http.StatusInternalServerError, "internal", "internal error")
 	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
+
+// errStoreUnavailable: nothing was stored or read; readers already
+// connected keep streaming meanwhile (DESIGN §12).
+var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+	Message: "the gateway's store does not answer; nothing was stored: retry", RetryAfter: 2}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -129,6 +153,9 @@ func quoteJSON(s string) string {
 // open resolves where a reader starts and opens its subscription.
 func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber string) (*hub.Subscription, error) {
 	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber})
+	if errors.Is(err, store.ErrUnavailable) {
+		return nil, err // a 503, also for a reference token the store holds
+	}
 	var ce *hub.CursorError
 	if errors.As(err, &ce) {
 		return nil, apiErr(http.StatusBadRequest, "invalid_cursor", ce.Error())
@@ -137,7 +164,36 @@ func (a *API) open(ctx context.Context, def *streams.Definition, token, subscrib
 	if errors.As(err, &ge) {
 		return nil, apiErr(http.StatusConflict, "resume_impossible", ge.Error())
 	}
+	var ue *source.UpstreamError
+	if errors.As(err, &ue) {
+		return nil, upstreamError(ue)
+	}
 	return s, err
+}
+
+// upstreamRetryAfter is the Retry-After, in seconds, of a 503 for an
+// unavailable vtgate: about the gateway's own reconnect interval.
+const upstreamRetryAfter = 5
+
+// upstreamError maps vtgate failing a request made for the client, a
+// *source.UpstreamError or an error wrapping one (DESIGN §11 rule 4): 503
+// upstream_unavailable with Retry-After while vtgate cannot be reached or
+// does not answer in time, 502 upstream_failed when it refused.
+// The 503 names what was asked, not gRPC's transport detail (vtgate's
+// address); a 502 carries vtgate's refusal, which is what the client needs.
+func upstreamError(err error) *Error {
+	if source.Unavailable(err) {
+		what := "the request"
+		var ue *source.UpstreamError
+		if errors.As(err, &ue) {
+			what = ue.Op
+		}
+		e := apiErr(http.StatusServiceUnavailable, "upstream_unavailable",
+			fmt.Sprintf("vtgate is unavailable (%s did not complete); retry in %d s", what, upstreamRetryAfter))
+		e.RetryAfter = upstreamRetryAfter
+		return e
+	}
+	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 }
 
 // readerParams resolves the stream named in the URL and the optional
@@ -206,6 +262,9 @@ func streamError(err error) error {
 	var ge *reshard.GapError
 	if errors.As(err, &ge) {
 		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return errStoreUnavailable
 	}
 	return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
 }

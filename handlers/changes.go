@@ -158,7 +158,9 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 			// A stream starting at "now" has not reported its position
 			// yet: an empty cursor would make the next poll start at a
 			// later "now" and skip what committed in between.
-			return apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "the stream has not reported its position yet; retry")
+			e := apiErr(http.StatusServiceUnavailable, "upstream_unavailable", "the stream has not reported its position yet; retry")
+			e.RetryAfter = upstreamRetryAfter
+			return e
 		}
 		b.cursor = tok
 	}

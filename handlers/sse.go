@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/store"
 )
 
 // SSE serves GET /v1/streams/{stream}/sse.
@@ -24,10 +25,17 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	token := r.Header.Get("Last-Event-ID")
+	ackLater := false
 	if sub != "" && token != "" {
 		// A browser reconnecting sends the id of the last event it
-		// received: everything before it reached the client.
-		if _, err = a.ack(r, def, sub, token); err != nil {
+		// received: everything before it reached the client. While the
+		// store is unavailable the stream still opens from that id and
+		// the ack is retried in the background (acker).
+		_, err = a.ack(r, def, sub, token)
+		switch {
+		case errors.Is(err, store.ErrUnavailable):
+			ackLater = true
+		case err != nil:
 			WriteError(w, a.Log, err)
 			return
 		}
@@ -62,6 +70,14 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	// replica) with Last-Event-ID, the cursor of the last whole transaction.
 	ctx, stop := a.untilShutdown(ctx)
 	defer stop()
+	if ackLater {
+		acks := a.newAcker(ctx, r, def, sub, "sse", func(err error) {
+			a.Log.Warn("sse: the Last-Event-ID ack was refused", "stream", def.Name, "subscriber", sub, "err", err)
+		})
+		acks.offer(token)
+		defer acks.wait()
+		defer stop() // the acker's last attempt runs once the stream ends
+	}
 	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbeat)
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		a.Log.Warn("sse stream ended", "stream", def.Name, "err", err)

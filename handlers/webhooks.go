@@ -50,7 +50,7 @@ func webhookError(err error) error {
 	case errors.Is(err, webhook.ErrDeadLetterNotFound):
 		return apiErr(http.StatusNotFound, "dead_letter_not_found", "no dead letter with that sequence number")
 	case errors.Is(err, webhook.ErrUpstream):
-		return apiErr(http.StatusBadGateway, "upstream_failed", err.Error())
+		return upstreamError(err)
 	case errors.As(err, &re):
 		return apiErr(http.StatusBadGateway, "replay_failed", re.Error())
 	}

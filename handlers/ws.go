@@ -79,6 +79,8 @@ type wsSession struct {
 	written atomic.Pointer[string]
 	// closing carries the reason to close; the first one wins.
 	closing chan Disconnect
+	// acks stores a named subscriber's acks (nil for anonymous clients).
+	acks *acker
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -89,6 +91,9 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		closing: make(chan Disconnect, 1),
 	}
 	ws.ctx, ws.cancel = context.WithCancel(r.Context())
+	if sub != "" {
+		ws.acks = a.newAcker(ws.ctx, r, def, sub, "ws", ws.ackRefused)
+	}
 	// A client that gave a cursor resumes from it if nothing was written.
 	if tok, _ := s.Cursor(ws.ctx); tok != "" {
 		ws.written.Store(&tok)
@@ -105,7 +110,14 @@ func (ws *wsSession) run() {
 	// The subscription is not safe for concurrent use: it is closed only
 	// once the producer, which reads it, has returned.
 	produced := make(chan struct{})
-	defer func() { ws.cancel(); <-produced; ws.s.Close() }()
+	defer func() {
+		ws.cancel()
+		<-produced
+		ws.s.Close()
+		if ws.acks != nil {
+			ws.acks.wait() // a pending ack gets its last attempt before the handler returns
+		}
+	}()
 	go ws.readLoop()
 	go func() {
 		defer close(produced)
@@ -137,14 +149,20 @@ func (ws *wsSession) readLoop() {
 		if ws.sub == "" {
 			continue // anonymous clients keep their own cursor
 		}
-		if _, err := ws.a.ack(ws.r, ws.def, ws.sub, m.Ack); err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				ws.closeWith(Disconnect{Code: DisconnectBadMessage.Code, Reason: e.Code, Message: e.Message})
-			}
-			return
-		}
+		ws.acks.offer(m.Ack)
 	}
+}
+
+// ackRefused ends the session for an ack the gateway refused (a bad
+// cursor) or could not store for another reason than a store outage.
+func (ws *wsSession) ackRefused(err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		ws.closeWith(Disconnect{Code: DisconnectBadMessage.Code, Reason: e.Code, Message: e.Message})
+	} else {
+		ws.a.Log.Error("storing a websocket ack failed", "stream", ws.def.Name, "subscriber", ws.sub, "err", err)
+	}
+	ws.cancel()
 }
 
 // produce moves the subscription into the send queue. It runs apart from

@@ -134,6 +134,12 @@ func TestWSConnFramesReadByLibrary(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			// Not this test's client: a stray request from another
+			// process to a port it used before. Only the upgrade counts.
+			http.Error(w, "not a WebSocket handshake", http.StatusBadRequest)
+			return
+		}
 		hj := &wsHijacker{ResponseWriter: w}
 		c, err := websocket.Accept(hj, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 		if err != nil {

@@ -15,8 +15,13 @@ import (
 
 // Cursors stores named subscribers' positions. A position is written only
 // when the subscriber confirms delivery (an ack), never when events are sent.
+//
+// It also remembers the last position it wrote for each subscriber (see
+// restore.go): if the store loses its data, what this replica wrote can be
+// written back.
 type Cursors struct {
-	st store.Store
+	st    store.Store
+	known knownCursors
 }
 
 // NewCursors returns the subscriber cursor repository over st.
@@ -58,6 +63,7 @@ func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) er
 	if err := c.st.Put(ctx, cursorNS(stream), s.Name, b); err != nil {
 		return fmt.Errorf("store cursor: %w", err)
 	}
+	c.known.remember(stream, s.Name, s.VGtid)
 	return nil
 }
 
@@ -151,6 +157,7 @@ func (c *Cursors) List(ctx context.Context, stream string) ([]*SubscriberState, 
 
 // Delete forgets a subscriber.
 func (c *Cursors) Delete(ctx context.Context, stream, sub string) error {
+	c.known.forget(stream, sub)
 	return c.st.Delete(ctx, cursorNS(stream), sub)
 }
 
@@ -160,6 +167,7 @@ func (c *Cursors) DeleteAll(ctx context.Context, stream string) error {
 	if err != nil {
 		return err
 	}
+	c.known.forgetStream(stream)
 	for _, r := range recs {
 		if err := c.st.Delete(ctx, cursorNS(stream), r.Key); err != nil {
 			return err

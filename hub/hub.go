@@ -50,6 +50,9 @@ type Hub struct {
 
 	tailOpts TailOptions
 
+	lostAt     func() time.Time // see WithStoreLoss
+	lossWindow time.Duration
+
 	mu     sync.Mutex
 	parked map[string]*parked // by stream + "\x00" + token
 	tails  map[string]*tail   // by stream name
@@ -86,6 +89,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
+		lossWindow: DefaultLossWindow,
 	}
 	for _, o := range opts {
 		o(h)

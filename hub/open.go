@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -17,6 +18,10 @@ type From struct {
 	Token      string
 	Subscriber string
 }
+
+// bridgeLookup bounds the look-up of a subscriber's bridges when it
+// presents a cursor of its own (DESIGN §12.1).
+const bridgeLookup = time.Second
 
 // CursorError is a token that cannot be used (malformed, forged, foreign).
 type CursorError struct{ Err error }
@@ -43,10 +48,14 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 		pos = v
 		if from.Subscriber != "" {
 			// The subscriber's bridges still apply to an explicit cursor
-			// inside them.
-			if st, err := h.cursors.Get(ctx, def.Name, from.Subscriber); err == nil && len(st.Bridges) > 0 {
+			// inside them. A store that does not answer quickly cannot
+			// serve a spool either: the reader goes on without (a cursor
+			// whose shards are gone then resyncs, said out loud).
+			bctx, cancel := context.WithTimeout(ctx, bridgeLookup)
+			if st, err := h.cursors.Get(bctx, def.Name, from.Subscriber); err == nil && len(st.Bridges) > 0 {
 				state = st
 			}
+			cancel()
 		}
 	case from.Subscriber != "":
 		st, err := h.cursors.Get(ctx, def.Name, from.Subscriber)
@@ -57,6 +66,9 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 				return nil, err
 			}
 		case errors.Is(err, store.ErrNotFound):
+			if lostAt, lost := h.storeLost(); lost {
+				return h.lostCursor(ctx, def, from.Subscriber, lostAt)
+			}
 		default:
 			return nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
 		}

@@ -41,7 +41,11 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 	if position.Of(pos).AtOpen() {
 		// A reader from "now" starts at the tail's head, if there is a
 		// tail: no VStream of its own, not even to learn the position.
-		if head := h.tailHead(ctx, def); head != nil {
+		head, err := h.tailHead(ctx, def)
+		if err != nil {
+			return nil, &source.UpstreamError{Op: "current position of keyspace " + def.Keyspace, Err: err}
+		}
+		if head != nil {
 			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: head}}})
 			live, fromTail = head, true
 		}
@@ -93,7 +97,8 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
 			notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
 				"missing": d.Missing,
-				"reason":  "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
+				"reason":  h.resyncReason(),
+				"message": "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
 			})
 			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
 			outcome = reshard.Resync

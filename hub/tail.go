@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -107,33 +108,39 @@ func (h *Hub) startTail(def *streams.Definition) *tail {
 }
 
 // wait returns the tail's ring once it has its starting position, or nil
-// when it failed to start or did not within the StartWait.
-func (t *tail) wait(ctx context.Context) *ring {
+// when it failed to start; errTailSlow when it did not within the
+// StartWait.
+func (t *tail) wait(ctx context.Context) (*ring, error) {
 	timer := time.NewTimer(t.h.tailOpts.StartWait)
 	defer timer.Stop()
 	select {
 	case <-t.ready:
-		return t.ring
+		return t.ring, nil
 	case <-timer.C:
+		return nil, fmt.Errorf("%w: no position from the stream's tail after %v", source.ErrUnavailable, t.h.tailOpts.StartWait)
 	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return nil
 }
 
 // tailHead returns the head position of def's tail, starting the tail if
-// needed, or nil when there is none.
-func (h *Hub) tailHead(ctx context.Context, def *streams.Definition) *binlogdatapb.VGtid {
+// needed, or nil when there is none. A tail that is running but has no
+// position yet after the StartWait is an error: vtgate (or a shard's
+// tablet) is away, and resolving "now" on a VStream of the reader's own
+// would wait for the same vtgate, so the reader is told to come back
+// (DESIGN §11 rule 4) rather than kept waiting twice as long.
+func (h *Hub) tailHead(ctx context.Context, def *streams.Definition) (*binlogdatapb.VGtid, error) {
 	t := h.acquireTail(def)
 	if t == nil {
-		return nil
+		return nil, nil
 	}
 	defer t.release()
-	r := t.wait(ctx)
+	r, err := t.wait(ctx)
 	if r == nil {
-		return nil
+		return nil, err
 	}
 	head, _ := r.head()
-	return head
+	return head, nil
 }
 
 // ringCovers reports whether def's running tail can serve a reader at pos

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
@@ -19,6 +20,8 @@ func TestMetricsExposed(t *testing.T) {
 	AuthFailure("expired")
 	Refused("rate_limited")
 	HTTPRequest("/v1/streams", "GET", 200, 0.01)
+	UpstreamLost("orders", time.Now().Add(-2*time.Second))()
+	UpstreamLost("orders", time.Now().Add(-3*time.Second))
 
 	if body := scrape(); !strings.Contains(body, `vsg_clients{transport="sse"} 1`) {
 		t.Errorf("sse client not counted")
@@ -36,6 +39,10 @@ func TestMetricsExposed(t *testing.T) {
 		`vsg_cursor_rebuilds_total{outcome="resync"} 0`,
 		`vsg_auth_failures_total{reason="expired"} 1`,
 		`vsg_http_requests_total{code="200",method="GET",route="/v1/streams"} 1`,
+		`vsg_upstream_interruptions_total{stream="orders"} 2`,
+		`vsg_upstream_outage_seconds_count{stream="orders"} 1`,
+		`vsg_upstream_unavailable{stream="orders"} 1`,
+		`vsg_upstream_unavailable_seconds{stream="orders"} 3`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {

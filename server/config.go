@@ -12,6 +12,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
 
 // Config is the gateway configuration. Every flag can also be given as a
@@ -23,7 +24,7 @@ type Config struct {
 	Listen        string
 	DebugListen   string
 	Vtgate        string
-	Redis         string
+	Redis         []string
 	DataDir       string
 	StreamsFile   string
 	CursorSecret  string
@@ -31,6 +32,8 @@ type Config struct {
 	LogFormat     string
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
+	// StoreLossWindow: see hub.WithStoreLoss.
+	StoreLossWindow time.Duration
 
 	// Authentication (see package auth).
 	JWTSecrets     []string
@@ -108,7 +111,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
 	d.str(&c.DebugListen, "debug-listen", "", "address for Go's /debug/pprof profiles (off when empty; keep it on loopback)")
 	d.str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
-	d.str(&c.Redis, "redis", "", "Redis URL (redis://host:port/db); empty uses the embedded store")
+	d.urls(&c.Redis, "redis", "Redis: redis://host:port/db, redis+cluster://h1:p1,h2:p2, redis+sentinel://h1:p1,h2:p2/master (rediss… for TLS); repeat for the seed nodes of a Cluster; empty uses the embedded store")
 	d.str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")
 	d.str(&c.StreamsFile, "streams-file", "", "optional YAML file of stream definitions loaded at start-up")
 	d.str(&c.CursorSecret, "cursor-secret", "", "key that signs cursor tokens (at least 16 bytes); empty: generated once and kept in the store")
@@ -116,6 +119,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.LogFormat, "log-format", "text", "text or json")
 	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
 	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
 
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
 	d.str(&c.JWKSURL, "jwks-url", "", "JWKS URL for RS/PS/ES/EdDSA tokens (keys by kid, cached and refreshed)")
@@ -177,14 +181,19 @@ func (c *Config) validate() error {
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
 		return configErr("--cursor-secret must be at least 16 bytes")
 	}
+	if c.StoreLossWindow < 0 {
+		return configErr("--store-loss-window must not be negative")
+	}
 	if c.WebhookLeaseTTL < time.Second {
 		return configErr("--webhook-lease-ttl must be at least 1s")
 	}
 	if c.WebhookRetryMin <= 0 || c.WebhookRetryMax < c.WebhookRetryMin {
 		return configErr("--webhook-retry-min must be positive and --webhook-retry-max at least as long")
 	}
-	if c.Redis != "" && !strings.HasPrefix(c.Redis, "redis://") && !strings.HasPrefix(c.Redis, "rediss://") {
-		return configErr("--redis must be a redis:// or rediss:// URL")
+	if len(c.Redis) > 0 {
+		if err := redisstore.CheckURLs(c.Redis); err != nil {
+			return configErr("--redis: %v", err)
+		}
 	}
 	authConfigured := len(c.JWTSecrets) > 0 || c.JWKSURL != ""
 	switch {

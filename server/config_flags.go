@@ -76,6 +76,14 @@ func (d *definer) list(p *[]string, name, usage string) {
 	d.fromEnvSet(name)
 }
 
+// urls declares a repeatable flag of addresses whose environment variable
+// is one value: addresses such as redis+cluster://h1:p1,h2:p2 contain
+// commas themselves.
+func (d *definer) urls(p *[]string, name, usage string) {
+	d.fs.Var(&stringList{p: p, whole: true}, name, d.usage(name, usage))
+	d.fromEnvSet(name)
+}
+
 // fromEnvSet applies the environment value through the flag's own parser,
 // so a malformed VSG_* value is an error rather than silently ignored.
 func (d *definer) fromEnvSet(name string) {
@@ -84,7 +92,7 @@ func (d *definer) fromEnvSet(name string) {
 		return
 	}
 	f := d.fs.Lookup(name)
-	if _, isList := f.Value.(*stringList); isList {
+	if l, isList := f.Value.(*stringList); isList && !l.whole {
 		for _, part := range strings.Split(v, ",") {
 			if part = strings.TrimSpace(part); part != "" {
 				f.Value.Set(part)
@@ -186,6 +194,7 @@ func configPath(args []string, getenv func(string) string) string {
 type stringList struct {
 	p     *[]string
 	fresh bool
+	whole bool // the environment value is one element, not comma-separated
 }
 
 func (l *stringList) String() string {

@@ -27,6 +27,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -42,6 +43,12 @@ func newTestServer(t testing.TB) (*Server, *cursor.Codec) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newTestServerOn(t, st)
+}
+
+// newTestServerOn is newTestServer on a given store.
+func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
+	t.Helper()
 	codec, err := cursor.NewCodec([]byte("openapi-test-signing-key"), refStore{st})
 	if err != nil {
 		t.Fatal(err)

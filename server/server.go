@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/cursor"
@@ -19,6 +20,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
+	"github.com/vstream-gateway/vstream-gateway/store/epoch"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -41,6 +43,10 @@ type Server struct {
 	journals *reshard.Registry
 	streams  *streams.Registry
 	watcher  *reshard.Watcher
+	guard    *epoch.Guard // nil for the embedded store (storeloss.go)
+	// streamsBefore: the stream names cached at the last check that found
+	// the store intact (storeloss.go).
+	streamsBefore atomic.Pointer[[]string]
 
 	wh webhooks // see webhooks.go
 }
@@ -59,6 +65,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 			s.closeBackends()
 		}
 	}()
+	if err := s.openGuard(ctx); err != nil {
+		return nil, err
+	}
 	key, err := cursorKey(ctx, cfg, st)
 	if err != nil {
 		return nil, err
@@ -92,7 +101,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
 	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log), hub.WithTails(tails),
-		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild))
+		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow))
 	s.journals, s.streams = journals, reg
 	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal) {
@@ -117,6 +127,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err := s.newWebhooks(cfg); err != nil {
 		return nil, err
 	}
+	s.recoverySteps(key)
 	s.http = &http.Server{
 		Addr:              cfg.Listen,
 		Handler:           s.Router(),
@@ -130,8 +141,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 }
 
 func openStore(ctx context.Context, cfg *Config) (store.Store, error) {
-	if cfg.Redis != "" {
-		st, err := redisstore.New(ctx, cfg.Redis)
+	if len(cfg.Redis) > 0 {
+		st, err := redisstore.Dial(ctx, cfg.Redis)
 		if err != nil {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
@@ -178,6 +189,11 @@ func (s *Server) ready(ctx context.Context) error {
 	if err := s.store.Ping(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if s.guard != nil {
+		if err := s.guard.Err(); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
 	if _, err := s.src.Conn().Session("", nil).Execute(ctx, "select 1 from dual", nil, false); err != nil {
 		return fmt.Errorf("vtgate: %w", err)
 	}
@@ -200,6 +216,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	watcherDone := make(chan struct{})
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
 	defer func() { stopWatcher(); <-watcherDone }()
+	gctx, stopGuard := context.WithCancel(ctx)
+	waitGuard := s.runGuard(gctx)
+	defer func() { stopGuard(); waitGuard() }()
 	s.startWebhooks(ctx)
 	s.startDebug(ctx)
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
@@ -233,7 +252,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 }
 
 func (s *Server) storeName() string {
-	if s.cfg.Redis != "" {
+	if len(s.cfg.Redis) > 0 {
 		return "redis"
 	}
 	return "embedded:" + s.cfg.DataDir

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
-	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
-	"vitess.io/vitess/go/vt/vterrors"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
@@ -48,7 +45,8 @@ type Reader struct {
 	out    chan result
 	budget *budget.Bytes
 	done   chan struct{}
-	err    error // terminal error, set once Next has returned it
+	err    error   // terminal error, set once Next has returned it
+	down   *outage // set while the VStream waits for vtgate (run's goroutine only)
 }
 
 // Open starts streaming spec from position from. Failures are reported by
@@ -145,6 +143,7 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 		MaxInterval:         r.c.opts.maxRetryWait,
 	}
 	bo.Reset()
+	defer r.endOutage("closed")
 	pos := from
 	for {
 		next, progressed, journal, err := r.attempt(ctx, pos)
@@ -160,6 +159,7 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 			return
 		}
 		if !Retryable(err) {
+			r.endOutage("failed")
 			r.send(ctx, result{err: err})
 			return
 		}
@@ -167,8 +167,7 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
-		r.c.log.Warn("vstream interrupted; resuming from last transaction",
-			"stream", r.spec.Name, "keyspace", r.spec.Keyspace, "err", err, "retry_in", wait)
+		r.lost(err, wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -194,6 +193,11 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		evs, err := vs.Recv()
 		if err != nil {
 			return asm.pos, progressed, journal, err
+		}
+		if r.down != nil {
+			// vtgate streams again (its first answer on a resumed stream
+			// comes within a heartbeat interval).
+			r.endOutage("resumed")
 		}
 		for _, ev := range evs {
 			txn, err := asm.add(ctx, ev)
@@ -237,70 +241,4 @@ func (r *Reader) send(ctx context.Context, res result) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// Retryable reports whether a VStream error is transient. Anything that
-// names the position or the filter as the problem is not: retrying would
-// fail the same way (and vtgate already retries tablet errors itself).
-func Retryable(err error) bool {
-	if err == nil || errors.Is(err, io.EOF) {
-		return true
-	}
-	var pe *ProtocolError
-	if errors.As(err, &pe) {
-		return true
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// Our own context is checked by the caller; these come from vtgate
-		// (e.g. "failed to find a PRIMARY tablet … context has expired").
-		return true
-	}
-	switch vterrors.Code(err) {
-	case vtrpcpb.Code_FAILED_PRECONDITION, vtrpcpb.Code_INVALID_ARGUMENT, vtrpcpb.Code_NOT_FOUND,
-		vtrpcpb.Code_PERMISSION_DENIED, vtrpcpb.Code_UNAUTHENTICATED, vtrpcpb.Code_UNIMPLEMENTED,
-		vtrpcpb.Code_ALREADY_EXISTS, vtrpcpb.Code_OUT_OF_RANGE:
-		return false
-	}
-	msg := err.Error()
-	for _, s := range permanentMessages {
-		if strings.Contains(msg, s) {
-			return false
-		}
-	}
-	return true
-}
-
-// permanentMessages are errors vtgate reports with a transient-looking code
-// but that no retry fixes: the filter kills the stream at the first row.
-var permanentMessages = []string{
-	"failed to build table replication plan",
-	"Query was empty",
-	"not found in the",
-	"unknown table",
-}
-
-// MissingShard extracts the shard vtgate named in a "shard provided in
-// VGTID, X, not found in the Y keyspace" error.
-func MissingShard(err error) (keyspace, shard string, ok bool) {
-	if err == nil {
-		return "", "", false
-	}
-	msg := err.Error()
-	const a, b, c = "shard provided in VGTID, ", ", not found in the ", " keyspace"
-	i := strings.Index(msg, a)
-	if i < 0 {
-		return "", "", false
-	}
-	rest := msg[i+len(a):]
-	j := strings.Index(rest, b)
-	if j < 0 {
-		return "", "", false
-	}
-	shard = rest[:j]
-	rest = rest[j+len(b):]
-	k := strings.Index(rest, c)
-	if k < 0 {
-		return "", "", false
-	}
-	return rest[:k], shard, true
 }

@@ -315,6 +315,15 @@ func TestPermanentErrorsNotRetried(t *testing.T) {
 		{"filter rejected at first row", vterrors.Errorf(vtrpcpb.Code_UNKNOWN,
 			"vttablet: rpc error: code = Unknown desc = stream (at source tablet) error @ MariaDB/0-1-12: failed to build table replication plan: unexpected: 1 != 1"),
 			"code = Unknown desc = ", ""},
+		// FAILED_PRECONDITION is transient for a tablet in the wrong
+		// state, but not when the filter names a column the table lacks.
+		{"filter column dropped", vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
+			"persistent error in vstream for customer/0 on tablet zone1-0000000200; giving up: column doc not found in table t"),
+			"code = FailedPrecondition desc = ", ""},
+		// As vtgate v0.24.4 answers a VStream on a keyspace it does not know.
+		{"keyspace unknown", vterrors.Errorf(vtrpcpb.Code_UNKNOWN,
+			"failed to resolve vstream parameters: failed to get shards in keyspace nosuch: keyspace nosuch fetch error: node doesn't exist: /vitess/zone1/keyspaces/nosuch/SrvKeyspace"),
+			"code = Unknown desc = ", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := fake.Calls()

@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 	topodatapb "vitess.io/vitess/go/vt/proto/topodata"
 	"vitess.io/vitess/go/vt/vtgate/grpcvtgateconn"
@@ -144,13 +145,33 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(fastRecvOptions(), o.dialOpts...)...), addr)
+	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait))
+	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(dialOpts, o.dialOpts...)...), addr)
 	if err != nil {
 		return nil, fmt.Errorf("source: dial vtgate %s: %w", addr, err)
 	}
 	c := &Client{conn: conn, addr: addr, log: o.logger, opts: o}
 	c.schema = newSchemaCache(conn)
 	return c, nil
+}
+
+// reconnectOptions bound how long the connection to vtgate stays down after
+// vtgate is back. Calls wait for the connection (vtgateconn dials with
+// WaitForReady), so a VStream retried during an outage starts as soon as
+// gRPC reconnects; gRPC's own backoff would grow to two minutes between
+// dials, leaving readers idle long after a vtgate restart. A dial to a
+// vtgate that is down costs one refused TCP connection: every 2 s at most
+// is cheap, and readers resume within 2 s of vtgate's return.
+func reconnectOptions(maxWait time.Duration) grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: grpcbackoff.Config{
+			BaseDelay:  min(250*time.Millisecond, maxWait),
+			Multiplier: 1.6,
+			Jitter:     0.2,
+			MaxDelay:   min(2*time.Second, maxWait),
+		},
+		MinConnectTimeout: 20 * time.Second,
+	})
 }
 
 // Close closes the vtgate connection.

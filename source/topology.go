@@ -104,7 +104,7 @@ func (c *Client) Current(ctx context.Context, keyspace string) (*binlogdatapb.VG
 	for {
 		t, err := r.Next(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("source: current position of %s: %w", keyspace, err)
+			return nil, &UpstreamError{Op: "current position of keyspace " + keyspace, Err: err}
 		}
 		// Resolved: a real binlog position on every shard. (A shard
 		// without a GTID would be a copy phase, which "now" never starts.)

@@ -32,6 +32,11 @@ var (
 	ErrFenced = errors.New("store: write fenced by a newer lease holder")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable wraps failures to reach the store (connection refused
+	// or reset, timeouts, a server that is loading, read-only or has no
+	// primary): the call may be retried later. A write that failed this way
+	// may still have taken effect.
+	ErrUnavailable = errors.New("store: unavailable")
 )
 
 // Record is one key/value pair of a namespace.

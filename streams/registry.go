@@ -32,22 +32,30 @@ type Checker interface {
 
 // Registry persists definitions in the store and caches them: every
 // request looks its stream up, and definitions change rarely. The cache is
-// refreshed from the store on a miss, so a stream created on another
-// replica is found at once; a deletion on another replica is seen within
-// refreshEvery.
+// read from the store on a miss, so a stream created on another replica is
+// found at once. A cached definition older than refreshEvery is served as
+// it is and read again in the background, so that a store that hangs
+// (DESIGN §12) never holds up a reader; a deletion on another replica is
+// seen within refreshEvery and one more request.
 type Registry struct {
-	st      store.Store
-	checker Checker
-	mu      sync.RWMutex
-	cache   map[string]*Definition
-	loaded  time.Time
+	st         store.Store
+	checker    Checker
+	mu         sync.RWMutex
+	cache      map[string]*Definition
+	loaded     time.Time            // last List
+	fetched    map[string]time.Time // last read of one definition
+	refreshing map[string]bool
 }
 
 const refreshEvery = 5 * time.Second
 
+// refreshTimeout bounds a background read of a cached definition.
+const refreshTimeout = 2 * time.Second
+
 // NewRegistry returns a registry over st. checker may be nil.
 func NewRegistry(st store.Store, checker Checker) *Registry {
-	return &Registry{st: st, checker: checker, cache: map[string]*Definition{}}
+	return &Registry{st: st, checker: checker, cache: map[string]*Definition{},
+		fetched: map[string]time.Time{}, refreshing: map[string]bool{}}
 }
 
 // Create validates and stores a new definition.
@@ -73,7 +81,7 @@ func (r *Registry) Create(ctx context.Context, d *Definition) error {
 		return ErrExists
 	}
 	r.mu.Lock()
-	r.cache[d.Name] = d
+	r.cache[d.Name], r.fetched[d.Name] = d, time.Now()
 	r.mu.Unlock()
 	return nil
 }
@@ -96,39 +104,56 @@ func (r *Registry) Upsert(ctx context.Context, d *Definition) error {
 		return fmt.Errorf("save stream: %w", err)
 	}
 	r.mu.Lock()
-	r.cache[d.Name] = d
+	r.cache[d.Name], r.fetched[d.Name] = d, time.Now()
 	r.mu.Unlock()
 	return nil
 }
 
 // Get returns the named definition or ErrNotFound.
 func (r *Registry) Get(ctx context.Context, name string) (*Definition, error) {
-	r.mu.RLock()
+	r.mu.Lock()
 	d, ok := r.cache[name]
-	fresh := time.Since(r.loaded) < refreshEvery
-	r.mu.RUnlock()
-	if ok && fresh {
+	stale := time.Since(r.loaded) >= refreshEvery && time.Since(r.fetched[name]) >= refreshEvery
+	refresh := ok && stale && !r.refreshing[name]
+	if refresh {
+		r.refreshing[name] = true
+	}
+	r.mu.Unlock()
+	if refresh {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refreshTimeout)
+			defer cancel()
+			_, _ = r.fetch(ctx, name) // a store error keeps the cached copy
+			r.mu.Lock()
+			delete(r.refreshing, name)
+			r.mu.Unlock()
+		}()
+	}
+	if ok {
 		return d, nil
 	}
+	return r.fetch(ctx, name)
+}
+
+// fetch reads one definition from the store into the cache.
+func (r *Registry) fetch(ctx context.Context, name string) (*Definition, error) {
 	b, err := r.st.Get(ctx, ns, name)
 	if errors.Is(err, store.ErrNotFound) {
 		r.mu.Lock()
 		delete(r.cache, name)
+		delete(r.fetched, name)
 		r.mu.Unlock()
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		if ok {
-			return d, nil // serve the cached copy while the store is down
-		}
 		return nil, err
 	}
-	d = &Definition{}
+	d := &Definition{}
 	if err := json.Unmarshal(b, d); err != nil {
 		return nil, fmt.Errorf("stream %s: corrupt definition: %w", name, err)
 	}
 	r.mu.Lock()
-	r.cache[name] = d
+	r.cache[name], r.fetched[name] = d, time.Now()
 	r.mu.Unlock()
 	return d, nil
 }
@@ -166,6 +191,7 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 	}
 	r.mu.Lock()
 	delete(r.cache, name)
+	delete(r.fetched, name)
 	r.mu.Unlock()
 	return nil
 }
@@ -193,4 +219,17 @@ func (r *Registry) LoadFile(ctx context.Context, path string) (int, error) {
 		}
 	}
 	return len(f.Streams), nil
+}
+
+// Cached returns the names of the definitions this replica holds in its
+// cache, sorted: after the store lost its data, what it may have lost.
+func (r *Registry) Cached() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.cache))
+	for n := range r.cache {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

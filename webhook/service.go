@@ -193,7 +193,7 @@ func (s *Service) Create(ctx context.Context, def *streams.Definition, req *Crea
 		}
 	case def.Start != streams.StartSnapshot:
 		if pos, err = s.pin(ctx, def); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUpstream, err)
+			return nil, fmt.Errorf("%w: %w", ErrUpstream, err)
 		}
 	}
 	if pos != nil {

@@ -34,6 +34,8 @@ verbs:
   stop-tablet UID                      stop a tablet's vttablet and mysqld (e.g. 200)
   start-tablet UID                     start it again and wait until it is primary
   restart-vtgate                       restart vtgate and wait until it serves queries
+  stop-vtgate                          stop vtgate and leave it stopped
+  start-vtgate                         start vtgate and wait until it serves queries
 
 flags:
 `
@@ -164,6 +166,16 @@ func runVerb(ctx context.Context, c *vtlocal.Cluster, verb string, args []string
 			return err
 		}
 		return c.RestartVtgate(ctx)
+	case "stop-vtgate":
+		if err := need(0); err != nil {
+			return err
+		}
+		return c.StopVtgate(ctx)
+	case "start-vtgate":
+		if err := need(0); err != nil {
+			return err
+		}
+		return c.StartVtgate(ctx)
 	default:
 		return fmt.Errorf("%w: unknown verb %q", errUsage, verb)
 	}

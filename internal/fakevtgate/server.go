@@ -83,6 +83,7 @@ type Server struct {
 	scripts []Script
 	calls   []*Call
 	results map[string]*sqltypes.Result // by normalized SQL
+	errs    map[string]error            // by normalized SQL, before results
 	queries []Query
 }
 
@@ -102,23 +103,47 @@ func New(t testing.TB) *Server {
 	}
 	s := &Server{
 		Addr:    lis.Addr().String(),
-		srv:     grpc.NewServer(),
-		serve:   make(chan struct{}),
 		changed: make(chan struct{}),
 		results: map[string]*sqltypes.Result{},
 	}
 	s.SetResult("select 1", sqltypes.MakeTestResult(sqltypes.MakeTestFields("1", "int64"), "1"))
-	vtgateservicepb.RegisterVitessServer(s.srv, s)
-	go func() { defer close(s.serve); _ = s.srv.Serve(lis) }()
+	s.serveOn(lis)
 	t.Cleanup(s.Stop)
 	return s
 }
 
+func (s *Server) serveOn(lis net.Listener) {
+	srv, done := grpc.NewServer(), make(chan struct{})
+	vtgateservicepb.RegisterVitessServer(srv, s)
+	s.mu.Lock()
+	s.srv, s.serve = srv, done
+	s.mu.Unlock()
+	go func() { defer close(done); _ = srv.Serve(lis) }()
+}
+
 // Stop ends every stream and waits for the server to exit. Safe to call
-// twice.
+// twice, and after Down.
 func (s *Server) Stop() {
-	s.srv.Stop()
-	<-s.serve
+	s.mu.Lock()
+	srv, done := s.srv, s.serve
+	s.mu.Unlock()
+	srv.Stop()
+	<-done
+}
+
+// Down stops the server as a vtgate whose process exits: open streams end
+// (the client reads UNAVAILABLE) and connections are refused until Up.
+// Scripts and results stay.
+func (s *Server) Down() { s.Stop() }
+
+// Up serves again on the same address after Down, as a restarted vtgate.
+func (s *Server) Up(t testing.TB) {
+	t.Helper()
+	lis, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		t.Fatalf("fakevtgate: listen again on %s: %v", s.Addr, err)
+	}
+	s.serveOn(lis)
 }
 
 // Push queues scripts: each answers one VStream call, in arrival order. A
@@ -219,6 +244,21 @@ func (s *Server) SetResult(sql string, r *sqltypes.Result) {
 	s.results[normalize(sql)] = r
 }
 
+// SetError makes a query fail with err, reported in the response as vtgate
+// reports query errors (use vterrors to choose the code); nil clears it.
+func (s *Server) SetError(sql string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.errs == nil {
+		s.errs = map[string]error{}
+	}
+	if err == nil {
+		delete(s.errs, normalize(sql))
+		return
+	}
+	s.errs[normalize(sql)] = err
+}
+
 // Queries returns the Execute calls received so far.
 func (s *Server) Queries() []Query {
 	s.mu.Lock()
@@ -235,11 +275,15 @@ func (s *Server) Execute(_ context.Context, req *vtgatepb.ExecuteRequest) (*vtga
 	s.mu.Lock()
 	s.queries = append(s.queries, Query{Target: req.GetSession().GetTargetString(), SQL: sql})
 	r, ok := s.results[sql]
+	qerr := s.errs[sql]
 	s.mu.Unlock()
 	resp := &vtgatepb.ExecuteResponse{Session: req.Session}
-	if !ok {
+	switch {
+	case qerr != nil:
+		resp.Error = vterrors.ToVTRPC(qerr)
+	case !ok:
 		resp.Error = vterrors.ToVTRPC(vterrors.Errorf(vtrpcpb.Code_INVALID_ARGUMENT, "fakevtgate: no result for %q", sql))
-	} else {
+	default:
 		resp.Result = sqltypes.ResultToProto3(r)
 	}
 	return resp, nil

@@ -40,6 +40,16 @@ return last
 // acquireScript: KEYS[1] lease hash, KEYS[2] token counter; ARGV[1] holder,
 // ARGV[2] ttl in ms. Returns {1, holder, token, exp} when acquired, or
 // {0, holder, token, exp} of the current holder when held by someone else.
+//
+// A token is the counter plus one, but never less than the server's time
+// in microseconds (milliseconds × 1000). Counting alone would hand out a
+// token again if the counter were lost while a former holder still runs —
+// a Redis restarted without persistence, or a failover to a replica that
+// had not received the last increments — and that holder's fenced writes
+// would pass again. Tokens derived from the clock are new after such a
+// loss as long as leases are acquired less than 1000 times a millisecond
+// and the server clock does not step back by more than the loss took.
+// 2^53 (Lua numbers are doubles) is reached in the year 2255.
 var acquireScript = redis.NewScript(nowMS + `
 local now = now_ms()
 local cur = redis.call('HMGET', KEYS[1], 'holder', 'token', 'exp')
@@ -47,6 +57,10 @@ if cur[1] and cur[1] ~= ARGV[1] and (tonumber(cur[3]) or 0) > now then
   return {0, cur[1], tonumber(cur[2]), tonumber(cur[3])}
 end
 local tok = redis.call('INCR', KEYS[2])
+if tok < now * 1000 then
+  tok = now * 1000
+  redis.call('SET', KEYS[2], string.format('%d', tok))
+end
 local exp = now + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', string.format('%d', tok),
   'exp', string.format('%d', exp))
@@ -111,9 +125,11 @@ return last
 
 // AppendFenced implements store.Store.
 func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint64, vals ...[]byte) (uint64, error) {
-	if err := s.check(ctx, "fenced append", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "fenced append", "log", log)
+	if err != nil {
 		return 0, err
 	}
+	defer cancel()
 	if lease == "" || len(vals) == 0 {
 		return 0, fmt.Errorf("redisstore: fenced append to %q: empty lease name or no values", log)
 	}
@@ -122,7 +138,7 @@ func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint6
 	for _, v := range vals {
 		args = append(args, v)
 	}
-	last, err := fencedAppendScript.Run(ctx, s.rdb, []string{s.leaseKey(lease), s.logKey(log), s.logSeqKey(log)}, args...).Int64()
+	last, err := s.eval(ctx, fencedAppendScript, []string{s.leaseKey(lease), s.logKey(log), s.logSeqKey(log)}, args...).Int64()
 	if err != nil {
 		return 0, s.wrap(err, "fenced append to %q", log)
 	}
@@ -130,6 +146,23 @@ func (s *Store) AppendFenced(ctx context.Context, log, lease string, token uint6
 		return 0, fmt.Errorf("redisstore: fenced append to %q with lease %q token %d: %w", log, lease, token, store.ErrFenced)
 	}
 	return uint64(last), nil
+}
+
+// eval runs a writing script through write (so that it waits for replicas
+// when asked to) and returns its reply.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	var cmd *redis.Cmd
+	err := s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		cmd = runScript(ctx, c, sc, keys, args...)
+		return cmd
+	})
+	if err != nil && (cmd == nil || cmd.Err() == nil) {
+		// The script ran but the write was not confirmed (WAIT), or the
+		// primary could not be found: the reply must not be used.
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(err)
+	}
+	return cmd
 }
 
 func ttlMS(ttl time.Duration) (int64, error) {
@@ -141,13 +174,15 @@ func ttlMS(ttl time.Duration) (int64, error) {
 
 // PutFenced implements store.Store.
 func (s *Store) PutFenced(ctx context.Context, ns, key string, val []byte, lease string, token uint64) error {
-	if err := s.check(ctx, "fenced put", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "fenced put", "namespace", ns)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	if lease == "" {
 		return fmt.Errorf("redisstore: fenced put %q in %q: empty lease name", key, ns)
 	}
-	ok, err := fencedPutScript.Run(ctx, s.rdb, []string{s.leaseKey(lease), s.nsKey(ns)},
+	ok, err := s.eval(ctx, fencedPutScript, []string{s.leaseKey(lease), s.nsKey(ns)},
 		strconv.FormatUint(token, 10), key, val).Int64()
 	if err != nil {
 		return s.wrap(err, "fenced put %q in %q", key, ns)
@@ -160,9 +195,11 @@ func (s *Store) PutFenced(ctx context.Context, ns, key string, val []byte, lease
 
 // AcquireLease implements store.Store.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
-	if err := s.check(ctx, "acquire", "lease", name); err != nil {
+	ctx, cancel, err := s.begin(ctx, "acquire", "lease", name)
+	if err != nil {
 		return store.Lease{}, err
 	}
+	defer cancel()
 	if holder == "" {
 		return store.Lease{}, fmt.Errorf("redisstore: acquire lease %q: empty holder", name)
 	}
@@ -170,7 +207,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("redisstore: acquire lease %q: %w", name, err)
 	}
-	res, err := acquireScript.Run(ctx, s.rdb, []string{s.leaseKey(name), s.leaseTokKey(name)}, holder, ms).Slice()
+	res, err := s.eval(ctx, acquireScript, []string{s.leaseKey(name), s.leaseTokKey(name)}, holder, ms).Slice()
 	if err != nil {
 		return store.Lease{}, s.wrap(err, "acquire lease %q for %q", name, holder)
 	}
@@ -187,14 +224,16 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 
 // RenewLease implements store.Store.
 func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration) (store.Lease, error) {
-	if err := s.check(ctx, "renew", "lease", l.Name); err != nil {
+	ctx, cancel, err := s.begin(ctx, "renew", "lease", l.Name)
+	if err != nil {
 		return store.Lease{}, err
 	}
+	defer cancel()
 	ms, err := ttlMS(ttl)
 	if err != nil {
 		return store.Lease{}, fmt.Errorf("redisstore: renew lease %q: %w", l.Name, err)
 	}
-	exp, err := renewScript.Run(ctx, s.rdb, []string{s.leaseKey(l.Name)},
+	exp, err := s.eval(ctx, renewScript, []string{s.leaseKey(l.Name)},
 		l.Holder, strconv.FormatUint(l.Token, 10), ms).Int64()
 	if err != nil {
 		return store.Lease{}, s.wrap(err, "renew lease %q", l.Name)
@@ -208,10 +247,12 @@ func (s *Store) RenewLease(ctx context.Context, l store.Lease, ttl time.Duration
 
 // ReleaseLease implements store.Store.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
-	if err := s.check(ctx, "release", "lease", l.Name); err != nil {
+	ctx, cancel, err := s.begin(ctx, "release", "lease", l.Name)
+	if err != nil {
 		return err
 	}
-	r, err := releaseScript.Run(ctx, s.rdb, []string{s.leaseKey(l.Name)},
+	defer cancel()
+	r, err := s.eval(ctx, releaseScript, []string{s.leaseKey(l.Name)},
 		l.Holder, strconv.FormatUint(l.Token, 10)).Int64()
 	if err != nil {
 		return s.wrap(err, "release lease %q", l.Name)
@@ -228,9 +269,11 @@ func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 
 // GetLease implements store.Store.
 func (s *Store) GetLease(ctx context.Context, name string) (store.Lease, error) {
-	if err := s.check(ctx, "get", "lease", name); err != nil {
+	ctx, cancel, err := s.begin(ctx, "get", "lease", name)
+	if err != nil {
 		return store.Lease{}, err
 	}
+	defer cancel()
 	vals, err := s.rdb.HMGet(ctx, s.leaseKey(name), "holder", "token", "exp").Result()
 	if err != nil {
 		return store.Lease{}, s.wrap(err, "get lease %q", name)

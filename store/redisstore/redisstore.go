@@ -1,5 +1,8 @@
 // Package redisstore implements store.Store on Redis (6.2 or newer), for
-// deployments where several gateway replicas share state.
+// deployments where several gateway replicas share state: one server, a
+// Redis Cluster or a Sentinel-managed primary (url.go). Calls that cannot
+// reach Redis fail with store.ErrUnavailable within a call timeout
+// (errors.go); writes can be made to wait for replicas (replicas.go).
 //
 // # Key layout
 //
@@ -42,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,7 +59,10 @@ const DefaultPrefix = "vsg"
 type Option func(*config)
 
 type config struct {
-	prefix string
+	prefix         string
+	callTimeout    time.Duration
+	minReplicas    int
+	replicaTimeout time.Duration
 }
 
 // WithPrefix sets the key prefix, which becomes the hash tag of every key.
@@ -64,26 +71,33 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
+// DefaultCallTimeout bounds every call when WithCallTimeout is not given.
+const DefaultCallTimeout = 5 * time.Second
+
+// WithCallTimeout bounds every call, retries by the client library
+// included: a server that does not answer (paused, partitioned) makes calls
+// fail with store.ErrUnavailable after d rather than after the library's
+// read timeout times its retries. 0 leaves calls bounded by their context
+// only.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) { c.callTimeout = d }
+}
+
 // Store is a store.Store backed by Redis.
 type Store struct {
 	rdb       redis.UniversalClient
 	ownClient bool
 	tag       string // "{prefix}"
+	cfg       config
 	closed    atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New connects to the Redis server at url ("redis://[user:pass@]host:port/db"
-// or "rediss://..." for TLS; go-redis query parameters such as dial_timeout,
-// read_timeout and pool_size are honoured) and checks that it is reachable
-// and recent enough within ctx.
+// New connects to the Redis deployment at url (any form Dial takes) and
+// checks that it is reachable and recent enough within ctx.
 func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	ro, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: parse url: %w", err)
-	}
-	return newStore(ctx, redis.NewClient(ro), true, opts)
+	return Dial(ctx, []string{url}, opts...)
 }
 
 // NewFromClient uses an existing client, e.g. a *redis.ClusterClient or a
@@ -94,7 +108,7 @@ func NewFromClient(ctx context.Context, c redis.UniversalClient, opts ...Option)
 }
 
 func newStore(ctx context.Context, c redis.UniversalClient, own bool, opts []Option) (*Store, error) {
-	cfg := config{prefix: DefaultPrefix}
+	cfg := config{prefix: DefaultPrefix, callTimeout: DefaultCallTimeout, replicaTimeout: DefaultReplicaTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -107,13 +121,19 @@ func newStore(ctx context.Context, c redis.UniversalClient, own bool, opts []Opt
 	if cfg.prefix == "" || strings.ContainsAny(cfg.prefix, "{}") {
 		return fail(fmt.Errorf("redisstore: invalid key prefix %q: must be non-empty without braces", cfg.prefix))
 	}
+	if err := cfg.checkReplicas(c); err != nil {
+		return fail(err)
+	}
 	if err := c.Ping(ctx).Err(); err != nil {
+		if unavailable(err) {
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
 		return fail(fmt.Errorf("redisstore: ping: %w", err))
 	}
 	if err := checkVersion(ctx, c); err != nil {
 		return fail(err)
 	}
-	return &Store{rdb: c, ownClient: own, tag: "{" + cfg.prefix + "}"}, nil
+	return &Store{rdb: c, ownClient: own, tag: "{" + cfg.prefix + "}", cfg: cfg}, nil
 }
 
 // checkVersion refuses servers older than 6.2 (XTRIM MINID appeared there)
@@ -152,43 +172,33 @@ func (s *Store) logSeqKey(name string) string   { return s.tag + ":logseq:" + na
 func (s *Store) leaseKey(name string) string    { return s.tag + ":lease:" + name }
 func (s *Store) leaseTokKey(name string) string { return s.tag + ":leasetok:" + name }
 
-// check is called first by every method. A canceled context is reported
-// before any command is sent, so that such a call never writes.
-func (s *Store) check(ctx context.Context, op, kind, name string) error {
+// begin is called first by every method. A canceled context is reported
+// before any command is sent, so that such a call never writes. The
+// context it returns carries the call timeout; cancel must be called.
+func (s *Store) begin(ctx context.Context, op, kind, name string) (context.Context, context.CancelFunc, error) {
 	if s.closed.Load() {
-		return fmt.Errorf("redisstore: %s: %w", op, store.ErrClosed)
+		return nil, nil, fmt.Errorf("redisstore: %s: %w", op, store.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: %s: %w", op, err)
+		return nil, nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	if name == "" {
-		return fmt.Errorf("redisstore: %s: empty %s name", op, kind)
+		return nil, nil, fmt.Errorf("redisstore: %s: empty %s name", op, kind)
 	}
-	return nil
-}
-
-// wrap adds context to an error. A call that fails because Close ran
-// underneath it reports store.ErrClosed, whatever the client library said.
-func (s *Store) wrap(err error, format string, args ...any) error {
-	if errors.Is(err, redis.ErrClosed) || (s.closed.Load() && !isSentinel(err)) {
-		return fmt.Errorf("redisstore: "+format+": %w (%v)", append(args, store.ErrClosed, err)...)
+	if s.cfg.callTimeout <= 0 {
+		return ctx, func() {}, nil
 	}
-	return fmt.Errorf("redisstore: "+format+": %w", append(args, err)...)
-}
-
-// isSentinel reports whether err is an answer from the store rather than a
-// failure to get one.
-func isSentinel(err error) bool {
-	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrLeaseHeld) ||
-		errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrFenced) ||
-		errors.Is(err, store.ErrClosed)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.callTimeout)
+	return ctx, cancel, nil
 }
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, ns, key string) ([]byte, error) {
-	if err := s.check(ctx, "get", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "get", "namespace", ns)
+	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	v, err := s.rdb.HGet(ctx, s.nsKey(ns), key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("redisstore: get %q in %q: %w", key, ns, store.ErrNotFound)
@@ -201,10 +211,15 @@ func (s *Store) Get(ctx context.Context, ns, key string) ([]byte, error) {
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, ns, key string, val []byte) error {
-	if err := s.check(ctx, "put", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "put", "namespace", ns)
+	if err != nil {
 		return err
 	}
-	if err := s.rdb.HSet(ctx, s.nsKey(ns), key, val).Err(); err != nil {
+	defer cancel()
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		return c.HSet(ctx, s.nsKey(ns), key, val)
+	})
+	if err != nil {
 		return s.wrap(err, "put %q in %q", key, ns)
 	}
 	return nil
@@ -212,22 +227,33 @@ func (s *Store) Put(ctx context.Context, ns, key string, val []byte) error {
 
 // PutIfAbsent implements store.Store.
 func (s *Store) PutIfAbsent(ctx context.Context, ns, key string, val []byte) (bool, error) {
-	if err := s.check(ctx, "put-if-absent", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "put-if-absent", "namespace", ns)
+	if err != nil {
 		return false, err
 	}
-	ok, err := s.rdb.HSetNX(ctx, s.nsKey(ns), key, val).Result()
+	defer cancel()
+	var cmd *redis.BoolCmd
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		cmd = c.HSetNX(ctx, s.nsKey(ns), key, val)
+		return cmd
+	})
 	if err != nil {
 		return false, s.wrap(err, "put-if-absent %q in %q", key, ns)
 	}
-	return ok, nil
+	return cmd.Val(), nil
 }
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, ns, key string) error {
-	if err := s.check(ctx, "delete", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "delete", "namespace", ns)
+	if err != nil {
 		return err
 	}
-	if err := s.rdb.HDel(ctx, s.nsKey(ns), key).Err(); err != nil {
+	defer cancel()
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		return c.HDel(ctx, s.nsKey(ns), key)
+	})
+	if err != nil {
 		return s.wrap(err, "delete %q in %q", key, ns)
 	}
 	return nil
@@ -236,9 +262,11 @@ func (s *Store) Delete(ctx context.Context, ns, key string) error {
 // List implements store.Store. Namespaces are expected to hold at most a few
 // thousand records (stream definitions, cursors), so one HGETALL is fine.
 func (s *Store) List(ctx context.Context, ns string) ([]store.Record, error) {
-	if err := s.check(ctx, "list", "namespace", ns); err != nil {
+	ctx, cancel, err := s.begin(ctx, "list", "namespace", ns)
+	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	m, err := s.rdb.HGetAll(ctx, s.nsKey(ns)).Result()
 	if err != nil {
 		return nil, s.wrap(err, "list %q", ns)
@@ -253,9 +281,11 @@ func (s *Store) List(ctx context.Context, ns string) ([]store.Record, error) {
 
 // Append implements store.Store.
 func (s *Store) Append(ctx context.Context, log string, vals ...[]byte) (uint64, error) {
-	if err := s.check(ctx, "append", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "append", "log", log)
+	if err != nil {
 		return 0, err
 	}
+	defer cancel()
 	if len(vals) == 0 {
 		n, err := s.rdb.Get(ctx, s.logSeqKey(log)).Uint64()
 		if errors.Is(err, redis.Nil) {
@@ -270,18 +300,28 @@ func (s *Store) Append(ctx context.Context, log string, vals ...[]byte) (uint64,
 	for i, v := range vals {
 		args[i] = v
 	}
-	last, err := appendScript.Run(ctx, s.rdb, []string{s.logKey(log), s.logSeqKey(log)}, args...).Int64()
+	var cmd *redis.Cmd
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		cmd = runScript(ctx, c, appendScript, []string{s.logKey(log), s.logSeqKey(log)}, args...)
+		return cmd
+	})
 	if err != nil {
 		return 0, s.wrap(err, "append to %q", log)
+	}
+	last, err := cmd.Int64()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: append to %q: %w", log, err)
 	}
 	return uint64(last), nil
 }
 
 // ReadLog implements store.Store.
 func (s *Store) ReadLog(ctx context.Context, log string, after uint64, limit int) ([]store.Entry, error) {
-	if err := s.check(ctx, "read", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "read", "log", log)
+	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	if after == math.MaxUint64 {
 		return nil, nil
 	}
@@ -310,20 +350,22 @@ func (s *Store) ReadLog(ctx context.Context, log string, after uint64, limit int
 
 // TrimLog implements store.Store.
 func (s *Store) TrimLog(ctx context.Context, log string, upTo uint64) error {
-	if err := s.check(ctx, "trim", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "trim", "log", log)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	if upTo == 0 {
 		return nil
 	}
-	var err error
-	if upTo == math.MaxUint64 {
-		err = s.rdb.XTrimMaxLen(ctx, s.logKey(log), 0).Err()
-	} else {
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		if upTo == math.MaxUint64 {
+			return c.XTrimMaxLen(ctx, s.logKey(log), 0)
+		}
 		// MINID keeps entries with ID >= the threshold; exact (not "~")
 		// trimming so that reads never see trimmed entries.
-		err = s.rdb.XTrimMinID(ctx, s.logKey(log), streamID(upTo+1)).Err()
-	}
+		return c.XTrimMinID(ctx, s.logKey(log), streamID(upTo+1))
+	})
 	if err != nil {
 		return s.wrap(err, "trim %q up to %d", log, upTo)
 	}
@@ -332,11 +374,16 @@ func (s *Store) TrimLog(ctx context.Context, log string, upTo uint64) error {
 
 // DeleteLog implements store.Store.
 func (s *Store) DeleteLog(ctx context.Context, log string) error {
-	if err := s.check(ctx, "delete", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "delete", "log", log)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	// Both keys share the hash tag, so one DEL removes them atomically.
-	if err := s.rdb.Del(ctx, s.logKey(log), s.logSeqKey(log)).Err(); err != nil {
+	err = s.write(ctx, func(ctx context.Context, c redis.Cmdable) redis.Cmder {
+		return c.Del(ctx, s.logKey(log), s.logSeqKey(log))
+	})
+	if err != nil {
 		return s.wrap(err, "delete log %q", log)
 	}
 	return nil
@@ -344,9 +391,11 @@ func (s *Store) DeleteLog(ctx context.Context, log string) error {
 
 // LogLen implements store.Store.
 func (s *Store) LogLen(ctx context.Context, log string) (int, error) {
-	if err := s.check(ctx, "len", "log", log); err != nil {
+	ctx, cancel, err := s.begin(ctx, "len", "log", log)
+	if err != nil {
 		return 0, err
 	}
+	defer cancel()
 	n, err := s.rdb.XLen(ctx, s.logKey(log)).Result()
 	if err != nil {
 		return 0, s.wrap(err, "len %q", log)

@@ -244,7 +244,9 @@ function handle(ev) {
       break;
     case 'resync':
       clearRows();
-      notice('warn', 'Resync: the saved position could not be resumed exactly, so the stream restarts from a fresh snapshot. The table was cleared.');
+      notice('warn', ev.reason === 'store_lost'
+        ? 'Resync: the gateway\'s store lost data this position depended on, so the stream restarts from a fresh snapshot. The table was cleared.'
+        : 'Resync: the saved position could not be resumed exactly, so the stream restarts from a fresh snapshot. The table was cleared.');
       addControl(ev, 'resync: a fresh snapshot follows');
       break;
     case 'reshard':

@@ -9,6 +9,11 @@
 // CI is set, where that is a failure: CI must not go green without having
 // run them.
 //
+// Tests that need Redis processes of their own — to restart, pause or
+// fail over — start them with StartNode, StartCluster (three primaries,
+// three replicas) and StartSentinel (a primary, a replica, three
+// Sentinels).
+//
 // Main also fails the tests if they leave goroutines behind (goleak), checked
 // once the server and its waiter are gone.
 package redistest

@@ -1,0 +1,83 @@
+package source
+
+import (
+	"sync"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+)
+
+// outage is one reader's time without vtgate (DESIGN §11 rule 2): from a
+// transient failure of its VStream until vtgate streams to it again. A vtgate restarting, down
+// for a while, or looking for a tablet is an outage, not the end of the
+// stream: the reader retries with backoff, resumes from its last whole
+// transaction, and says so — a warning when the outage begins, another
+// every stillUnavailableEvery while it lasts, and a line with its duration
+// when it ends — and counts it (metrics/upstream.go).
+type outage struct {
+	since time.Time
+	ended func() // metrics
+
+	mu      sync.Mutex
+	retries int
+	lastErr error
+	still   *time.Timer
+}
+
+// stillUnavailableEvery is how often a reader that is still without vtgate
+// says so. Retries in between are logged at debug level only: with a
+// backoff of a few seconds they would bury everything else.
+var stillUnavailableEvery = 15 * time.Second
+
+// lost records a transient failure; wait is the backoff before the retry.
+func (r *Reader) lost(err error, wait time.Duration) {
+	log := r.c.log.With("stream", r.spec.Name, "keyspace", r.spec.Keyspace)
+	if o := r.down; o != nil {
+		o.mu.Lock()
+		o.retries++
+		o.lastErr = err
+		o.mu.Unlock()
+		log.Debug("upstream still failing; retrying", "err", err, "retry_in", wait, "unavailable_for", time.Since(o.since).Round(time.Millisecond))
+		return
+	}
+	o := &outage{since: time.Now(), lastErr: err}
+	o.ended = metrics.UpstreamLost(r.spec.Name, o.since)
+	var remind func()
+	remind = func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.still == nil {
+			return // ended meanwhile
+		}
+		log.Warn("upstream still unavailable; retrying", "unavailable_for", time.Since(o.since).Round(time.Second),
+			"retries", o.retries, "err", o.lastErr)
+		o.still = time.AfterFunc(stillUnavailableEvery, remind)
+	}
+	o.still = time.AfterFunc(stillUnavailableEvery, remind)
+	r.down = o
+	log.Warn("upstream unavailable; retrying from the last transaction", "err", err, "retry_in", wait)
+}
+
+// endOutage ends the current outage, if any: the VStream streams again
+// ("resumed"), failed for good ("failed"), or the reader was closed.
+func (r *Reader) endOutage(how string) {
+	o := r.down
+	if o == nil {
+		return
+	}
+	r.down = nil
+	o.mu.Lock()
+	o.still.Stop()
+	o.still = nil
+	retries, lastErr := o.retries, o.lastErr
+	o.mu.Unlock()
+	o.ended()
+	d := time.Since(o.since).Round(time.Millisecond)
+	log := r.c.log.With("stream", r.spec.Name, "keyspace", r.spec.Keyspace, "unavailable_for", d, "retries", retries)
+	switch how {
+	case "resumed":
+		log.Info("upstream available again; stream resumed", "last_err", lastErr)
+	default:
+		log.Info("reader ended while the upstream was unavailable", "how", how, "last_err", lastErr)
+	}
+}
