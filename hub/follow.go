@@ -224,7 +224,7 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 	if f.aligned {
 		f.pos = e.after
 	} else {
-		f.pos = advance(f.pos, e)
+		f.pos = advance(f.pos, e.after, e.moved)
 		f.aligned = position.Of(f.pos).Identical(position.Of(e.after))
 	}
 	f.tok = ""
@@ -241,10 +241,17 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 // holds reports whether the reader's position already includes every shard
 // position e moves to.
 func (f *followSource) holds(e *ringEntry) bool {
-	mine, theirs := position.Of(f.pos), position.Of(e.after)
-	for _, shard := range e.moved {
-		m, ok1 := mine.Lookup(f.def.Keyspace, shard)
-		t, ok2 := theirs.Lookup(f.def.Keyspace, shard)
+	return holds(f.def.Keyspace, f.pos, e.after, e.moved)
+}
+
+// holds reports whether a reader at pos already has a transaction that
+// moved the given shards of keyspace to their positions in after: pos
+// covers after on each of them (DESIGN §5.3).
+func holds(keyspace string, pos, after *binlogdatapb.VGtid, moved []string) bool {
+	mine, theirs := position.Of(pos), position.Of(after)
+	for _, shard := range moved {
+		m, ok1 := mine.Lookup(keyspace, shard)
+		t, ok2 := theirs.Lookup(keyspace, shard)
 		if !ok1 || !ok2 || !m.Covers(t) {
 			return false
 		}
@@ -252,15 +259,15 @@ func (f *followSource) holds(e *ringEntry) bool {
 	return true
 }
 
-// advance is the reader's position after entry e: the shards e moves (and
-// shards new to the reader, after a reshard) at the tail's positions, the
-// reader's own positions elsewhere; shards the tail no longer reads are
-// dropped.
-func advance(pos *binlogdatapb.VGtid, e *ringEntry) *binlogdatapb.VGtid {
+// advance is the reader's position after a transaction that moved the
+// given shards to their positions in after: those shards (and shards new to
+// the reader, after a reshard) at after's positions, the reader's own
+// positions elsewhere; shards after no longer names are dropped.
+func advance(pos, after *binlogdatapb.VGtid, moved []string) *binlogdatapb.VGtid {
 	mine := position.Of(pos)
 	var out []position.Shard
-	for _, s := range position.Of(e.after).Shards() {
-		if m, ok := mine.Lookup(s.Keyspace, s.Shard); ok && !slices.Contains(e.moved, s.Shard) {
+	for _, s := range position.Of(after).Shards() {
+		if m, ok := mine.Lookup(s.Keyspace, s.Shard); ok && !slices.Contains(moved, s.Shard) {
 			s = m
 		}
 		out = append(out, s)

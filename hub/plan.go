@@ -175,12 +175,19 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 			// the last spooled transaction pos has seen. pos need not be a
 			// spool entry: transactions the filter dropped have positions
 			// but no entries.
-			seq, err := h.spoolSeen(ctx, b.Log, pos)
+			seq, prev, err := h.spoolSeen(ctx, b.Log, pos)
 			if err != nil {
 				return nil, nil, err
 			}
+			if prev == nil {
+				prev = from.VGtid()
+			}
+			sp := &spoolSource{st: h.st, log: b.Log, after: seq, keyspace: def.Keyspace}
+			if !at.Identical(position.Of(prev)) {
+				sp.pos, sp.prev = pos, prev
+			}
 			started, keep = true, i
-			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, after: seq})
+			srcs = append(srcs, sp)
 		case at.Compare(from) == position.Before:
 			return nil, nil, nil
 		}
@@ -200,27 +207,30 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 	return srcs, after, nil
 }
 
-// spoolSeen returns the sequence number of the last spool entry at or
-// before pos (0 if none): what a reader at pos has already received.
-func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid) (uint64, error) {
+// spoolSeen returns the sequence number of the last entry of the spool's
+// prefix that pos covers on every shard (0 if none) and the position after
+// it: what a reader at pos has certainly received. Entries after it may
+// still be held on some shards; the spool source sorts them out.
+func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid) (uint64, *binlogdatapb.VGtid, error) {
 	var after, seen uint64
+	var at *binlogdatapb.VGtid
 	for {
 		entries, err := h.st.ReadLog(ctx, log, after, 1024)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		for _, e := range entries {
 			t, err := decodeSpoolEntry(e.Value)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
-			if position.Of(pos).Compare(position.Of(t.VGtid)) == position.Before {
-				return seen, nil
+			if !position.Of(pos).Covers(position.Of(t.VGtid)) {
+				return seen, at, nil
 			}
-			seen, after = e.Seq, e.Seq
+			seen, after, at = e.Seq, e.Seq, t.VGtid
 		}
 		if len(entries) < 1024 {
-			return seen, nil
+			return seen, at, nil
 		}
 	}
 }

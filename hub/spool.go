@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
@@ -64,6 +66,12 @@ func decodeSpoolEntry(b []byte) (*source.Txn, error) {
 }
 
 // spoolSource replays a spool from after seq, then ends with io.EOF.
+//
+// A reader whose position is not a spool entry's (another replica, or a
+// VStream of its own, interleaved the shards differently) joins per shard,
+// as on the tail (DESIGN §5.3): it skips the entries its position holds on
+// every shard they move and gets the rest, its own position advanced on the
+// shards each moves, until it stands where an entry does.
 type spoolSource struct {
 	st    store.Store
 	log   string
@@ -71,6 +79,11 @@ type spoolSource struct {
 	buf   []*source.Txn
 	done  bool
 	err   error
+
+	// join: keyspace of the spooled shards; pos the reader's position
+	// (nil once it is an entry's); prev the position before the next entry.
+	keyspace  string
+	pos, prev *binlogdatapb.VGtid
 }
 
 const spoolPage = 256
@@ -93,9 +106,31 @@ func (s *spoolSource) fill(ctx context.Context) {
 			s.err = fmt.Errorf("spool %s entry %d: %w", s.log, e.Seq, err)
 			return
 		}
-		s.buf = append(s.buf, t)
 		s.after = e.Seq
+		if s.join(t) {
+			s.buf = append(s.buf, t)
+		}
 	}
+}
+
+// join reports whether the reader still needs t, and gives it the reader's
+// position after it.
+func (s *spoolSource) join(t *source.Txn) bool {
+	if s.pos == nil {
+		return true
+	}
+	moved := movedShards(s.prev, t.VGtid)
+	s.prev = t.VGtid
+	if len(moved) > 0 && holds(s.keyspace, s.pos, t.VGtid, moved) {
+		return false
+	}
+	s.pos = advance(s.pos, t.VGtid, moved)
+	if position.Of(s.pos).Identical(position.Of(t.VGtid)) {
+		s.pos = nil
+	} else {
+		t.VGtid = s.pos
+	}
+	return true
 }
 
 func (s *spoolSource) Next(ctx context.Context) (*source.Txn, error) {
