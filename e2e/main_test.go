@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
+
 	"github.com/vstream-gateway/vstream-gateway/vtlocal"
 )
 
@@ -91,9 +93,8 @@ func setup(m *testing.M) (int, error) {
 	// init, cannot be stopped).
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreAnyFunction("github.com/vstream-gateway/vstream-gateway/vtlocal.trackChild.func1"),
-			goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon")); err != nil {
+		if err := goleak.Find(append(leaktest.Ignored(),
+			goleak.IgnoreAnyFunction("github.com/vstream-gateway/vstream-gateway/vtlocal.trackChild.func1"))...); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL: goroutines left behind by the tests:", err)
 			code = 1
 		}

@@ -3,12 +3,9 @@ package hub
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
 )
 
 // Every subscription, bridge stream and parked timer the tests start must
-// be gone when they end. (glog, imported by Vitess, flushes from a
-// goroutine started at init.)
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
+// be gone when they end.
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -3,12 +3,8 @@ package reshard
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
 )
 
-// Every goroutine a test starts must be gone when the tests end. (glog,
-// imported by Vitess, flushes from a goroutine started at init that
-// cannot be stopped.)
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
+// Every goroutine a test starts must be gone when the tests end.
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

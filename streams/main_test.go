@@ -3,11 +3,9 @@ package streams
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
 )
 
 // The registry refreshes cached definitions in the background; no refresh
 // may outlive the test that started it.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -3,10 +3,8 @@ package budget
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
 )
 
 // Every goroutine a test starts must be gone when the tests end.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

@@ -3,10 +3,8 @@ package epoch
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
 )
 
 // A guard's Run loop ends with its context; none may outlive its test.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }

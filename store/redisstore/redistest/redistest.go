@@ -31,6 +31,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
+
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
 
@@ -41,14 +43,14 @@ var (
 )
 
 // Main starts the server if needed, runs m, stops the server and checks
-// that no goroutine is left (but those opts ignore). It returns the exit
+// that no goroutine is left (but leaktest.Ignored and those opts ignore). It returns the exit
 // code for os.Exit.
 func Main(m *testing.M, opts ...goleak.Option) int {
 	code := run(m)
 	if code != 0 {
 		return code
 	}
-	if err := goleak.Find(opts...); err != nil {
+	if err := goleak.Find(append(leaktest.Ignored(), opts...)...); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: goroutines left behind by the tests:", err)
 		return 1
 	}
