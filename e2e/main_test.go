@@ -19,7 +19,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
-
 	"github.com/vstream-gateway/vstream-gateway/vtlocal"
 )
 
