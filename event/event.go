@@ -15,6 +15,7 @@ type Type string
 const (
 	TypeChange           Type = "change"
 	TypeReshard          Type = "reshard"
+	TypeMoved            Type = "moved"
 	TypeResync           Type = "resync"
 	TypeSnapshotComplete Type = "snapshot_complete"
 	TypeDDL              Type = "ddl"

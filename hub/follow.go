@@ -131,7 +131,7 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 			if f.tryJoin() {
 				continue
 			}
-			f.private = f.h.src.Open(f.h.ctx, f.spec, f.pos)
+			f.private = f.h.openStream(f.h.ctx, f.def, f.pos)
 		} else if f.sinceJoinCheck >= joinCheckEvery || f.private.Buffered() == 0 && time.Since(f.lastJoinCheck) >= joinCheckIdle {
 			f.sinceJoinCheck, f.lastJoinCheck = 0, time.Now()
 			if f.tryJoin() {
@@ -195,7 +195,7 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 			if f.tryJoin() {
 				continue
 			}
-			f.private = f.h.src.Open(f.h.ctx, f.spec, f.pos)
+			f.private = f.h.openStream(f.h.ctx, f.def, f.pos)
 		}
 		txn, ok, err := f.private.TryNext()
 		if ok {
@@ -241,12 +241,13 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 // holds reports whether the reader's position already includes every shard
 // position e moves to.
 func (f *followSource) holds(e *ringEntry) bool {
-	return holds(f.def.Keyspace, f.pos, e.after, e.moved)
+	return holds(keyspaceOf(e.after, f.def.Keyspace), f.pos, e.after, e.moved)
 }
 
 // holds reports whether a reader at pos already has a transaction that
-// moved the given shards of keyspace to their positions in after: pos
-// covers after on each of them (DESIGN §5.3).
+// moved the given shards of keyspace (the one after is on: a stream's
+// tables can move to another, DESIGN §4.1) to their positions in after:
+// pos covers after on each of them (DESIGN §5.3).
 func holds(keyspace string, pos, after *binlogdatapb.VGtid, moved []string) bool {
 	mine, theirs := position.Of(pos), position.Of(after)
 	for _, shard := range moved {

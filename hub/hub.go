@@ -42,6 +42,7 @@ type Hub struct {
 
 	rebuilder Rebuilder
 	observe   RebuildObserver
+	mover     Mover // nil: MoveTables cutovers are not followed
 
 	bridgeTimeout  time.Duration
 	bridgeStall    time.Duration
@@ -183,6 +184,8 @@ func (h *Hub) Parked() int {
 	return len(h.parked)
 }
 
+// sameDefinition compares by origin keyspace: a stream whose tables moved
+// (DESIGN §4.1) is the same stream, and its tail follows the move itself.
 func sameDefinition(a, b *streams.Definition) bool {
-	return a == b || (a.Name == b.Name && a.Keyspace == b.Keyspace && a.CreatedAt.Equal(b.CreatedAt))
+	return a == b || (a.Name == b.Name && a.Origin() == b.Origin() && a.CreatedAt.Equal(b.CreatedAt))
 }

@@ -98,8 +98,9 @@ func (h *Hub) Cursors() *Cursors { return h.cursors }
 
 // scope binds tokens to a stream definition: a token minted for a stream is
 // refused by another stream, and by a stream recreated under the same name
-// on another keyspace.
-func scope(def *streams.Definition) string { return def.Name + "\x00" + def.Keyspace }
+// on another keyspace. A stream whose tables moved keeps its origin
+// keyspace's scope: its cursors from before the move stay valid.
+func scope(def *streams.Definition) string { return def.Name + "\x00" + def.Origin() }
 
 // Token returns the cursor token for pos on def.
 func (h *Hub) Token(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (string, error) {

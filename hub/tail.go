@@ -175,7 +175,7 @@ func (t *tail) current() *ring {
 
 func (t *tail) run(ctx context.Context) {
 	log := t.h.log.With("stream", t.def.Name)
-	r := t.h.src.Open(ctx, t.spec, source.StartNow(t.def.Keyspace))
+	r := t.h.openStream(ctx, t.def, source.StartNow(t.def.Keyspace))
 	defer r.Close()
 	defer t.forget()
 	var ring *ring

@@ -37,6 +37,28 @@ type Journal struct {
 	Targets      []ShardPos        `json:"targets"`
 	Tables       []string          `json:"tables,omitempty"`
 	SeenAt       time.Time         `json:"seen_at"`
+	// Kind is KindTables for a MoveTables cutover (its targets are in
+	// TargetKeyspace) and empty for a reshard.
+	Kind           string `json:"kind,omitempty"`
+	TargetKeyspace string `json:"target_keyspace,omitempty"`
+	// Preexisting marks a MoveTables journal that was already on the
+	// source primaries when the gateway first looked (moves.go): a cutover
+	// from before any stream it serves, never followed.
+	Preexisting bool `json:"preexisting,omitempty"`
+}
+
+// KindTables marks MoveTables journals (migration type TABLES).
+const KindTables = "tables"
+
+// Moves reports whether j is a MoveTables cutover.
+func (j *Journal) Moves() bool { return j.Kind == KindTables }
+
+// Target is the keyspace of the journal's target shards.
+func (j *Journal) Target() string {
+	if j.TargetKeyspace != "" {
+		return j.TargetKeyspace
+	}
+	return j.Keyspace
 }
 
 // ShardPos is a shard and its position.
@@ -75,7 +97,7 @@ func (j *Journal) LocalPosition() position.Position {
 func (j *Journal) Apply(pos position.Position) position.Position {
 	targets := make([]position.Shard, len(j.Targets))
 	for i, t := range j.Targets {
-		targets[i] = position.Shard{Keyspace: j.Keyspace, Shard: t.Shard, GTID: t.Gtid}
+		targets[i] = position.Shard{Keyspace: j.Target(), Shard: t.Shard, GTID: t.Gtid}
 	}
 	return pos.Replace(j.Keyspace, j.Participants, targets...)
 }

@@ -24,6 +24,7 @@ type Config struct {
 	Listen        string
 	DebugListen   string
 	Vtgate        string
+	Vtctld        string
 	Redis         []string
 	DataDir       string
 	StreamsFile   string
@@ -111,6 +112,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
 	d.str(&c.DebugListen, "debug-listen", "", "address for Go's /debug/pprof profiles (off when empty; keep it on loopback)")
 	d.str(&c.Vtgate, "vtgate", "localhost:15991", "vtgate gRPC address")
+	d.str(&c.Vtctld, "vtctld", "", "vtctld gRPC address: streams follow their tables when MoveTables moves them to another keyspace (off when empty)")
 	d.urls(&c.Redis, "redis", "Redis: redis://host:port/db, redis+cluster://h1:p1,h2:p2, redis+sentinel://h1:p1,h2:p2/master (rediss… for TLS); repeat for the seed nodes of a Cluster; empty uses the embedded store")
 	d.str(&c.DataDir, "data-dir", "./data", "directory of the embedded store (when --redis is empty)")
 	d.str(&c.StreamsFile, "streams-file", "", "optional YAML file of stream definitions loaded at start-up")

@@ -43,7 +43,9 @@ type Server struct {
 	journals *reshard.Registry
 	streams  *streams.Registry
 	watcher  *reshard.Watcher
-	guard    *epoch.Guard // nil for the embedded store (storeloss.go)
+	mover    *reshard.Mover  // nil without --vtctld
+	vtctld   *reshard.Vtctld // nil without --vtctld
+	guard    *epoch.Guard    // nil for the embedded store (storeloss.go)
 	// streamsBefore: the stream names cached at the last check that found
 	// the store intact (storeloss.go).
 	streamsBefore atomic.Pointer[[]string]
@@ -100,10 +102,17 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	}
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
-	s.hub = hub.New(s.src, codec, st, hub.WithLogger(log), hub.WithTails(tails),
-		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow))
 	s.journals, s.streams = journals, reg
+	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
+		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
+	if cfg.Vtctld != "" {
+		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
+			return nil, err
+		}
+		hubOpts = append(hubOpts, hub.WithMover(hubMover{m: s.mover, reg: reg}))
+	}
+	s.hub = hub.New(s.src, codec, st, hubOpts...)
 	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal) {
 			defs, err := reg.List(ctx)
@@ -216,6 +225,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	watcherDone := make(chan struct{})
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
 	defer func() { stopWatcher(); <-watcherDone }()
+	if s.mover != nil {
+		moverDone := make(chan struct{})
+		go func() { defer close(moverDone); s.mover.Run(wctx) }()
+		defer func() { stopWatcher(); <-moverDone }()
+	}
 	gctx, stopGuard := context.WithCancel(ctx)
 	waitGuard := s.runGuard(gctx)
 	defer func() { stopGuard(); waitGuard() }()
@@ -265,6 +279,9 @@ func (s *Server) closeBackends() {
 	}
 	if s.src != nil {
 		s.src.Close()
+	}
+	if s.vtctld != nil {
+		s.vtctld.Close()
 	}
 	if s.store != nil {
 		s.store.Close()

@@ -36,6 +36,9 @@ type Definition struct {
 	Start     string    `json:"start" yaml:"start"`
 	OnGap     string    `json:"on_gap" yaml:"on_gap"`
 	CreatedAt time.Time `json:"created_at" yaml:"-"`
+	// Moves are the MoveTables cutovers the stream followed, oldest
+	// first; Keyspace is where its tables are now (moves.go).
+	Moves []Move `json:"moves,omitempty" yaml:"-"`
 }
 
 // Rule is one Vitess filter rule.

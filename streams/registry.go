@@ -93,6 +93,11 @@ func (r *Registry) Upsert(ctx context.Context, d *Definition) error {
 	}
 	if old, err := r.Get(ctx, d.Name); err == nil {
 		d.CreatedAt = old.CreatedAt
+		if len(old.Moves) > 0 && old.Origin() == d.Keyspace {
+			// The file names the keyspace the stream began on; its
+			// tables have moved since: keep following them.
+			d.Keyspace, d.Moves = old.Keyspace, old.Moves
+		}
 	} else {
 		d.CreatedAt = time.Now().UTC().Truncate(time.Second)
 	}

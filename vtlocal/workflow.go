@@ -337,3 +337,105 @@ func (c *Cluster) AddShards(ctx context.Context, keyspace string, shards []strin
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }
+
+// MoveTables creates a MoveTables workflow that moves tables
+// (comma-separated) from keyspace source into keyspace target, and waits
+// until its copy phase is done and it replicates with low lag. The target
+// keyspace must exist; for a sharded target its vschema must already
+// name the tables. Calling it again for an existing workflow only waits.
+func (c *Cluster) MoveTables(ctx context.Context, target, workflow, source, tables string) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := time.Now()
+	w, err := c.workflow(ctx, target, workflow)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		if err := c.waitVReplicationOpen(ctx, target); err != nil {
+			return err
+		}
+		c.log.Info("creating MoveTables workflow", "target", target, "workflow", workflow, "source", source, "tables", tables)
+		if _, err := c.vtctl(ctx, "MoveTables", "--workflow", workflow, "--target-keyspace", target, "create",
+			"--source-keyspace", source, "--tables", tables); err != nil {
+			return err
+		}
+	}
+	if err := c.waitCaughtUp(ctx, target, workflow); err != nil {
+		return err
+	}
+	c.log.Info("workflow copied and running", "keyspace", target, "workflow", workflow, "took", since(start))
+	return nil
+}
+
+// ReverseTraffic switches the traffic of a switched MoveTables or Reshard
+// workflow back to its source (the reverse workflow Vitess set up at the
+// switch carries the rows written meanwhile), then waits until vtgate
+// serves queries again. A no-op when writes are not switched.
+func (c *Cluster) ReverseTraffic(ctx context.Context, keyspace, workflow string) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	start := time.Now()
+	w, err := c.workflow(ctx, keyspace, workflow)
+	if err != nil {
+		return err
+	}
+	if w == nil {
+		return fmt.Errorf("no workflow %s in keyspace %s", workflow, keyspace)
+	}
+	state, err := c.trafficState(ctx, w)
+	if err != nil {
+		return err
+	}
+	if writesSwitched(state) {
+		c.log.Info("reversing traffic", "keyspace", keyspace, "workflow", workflow, "command", w.command())
+		if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace,
+			"reversetraffic", "--tablet-types", "rdonly,replica,primary"); err != nil {
+			return err
+		}
+		if err := c.poll(ctx, c.timeout, "writes reversed for "+workflow, func() (bool, error) {
+			state, err := c.trafficState(ctx, w)
+			if err == nil && writesSwitched(state) {
+				err = errors.New(state)
+			}
+			return err == nil, err
+		}); err != nil {
+			return err
+		}
+	}
+	if c.daemonPid(vtgateD) != 0 {
+		if err := c.waitVtgate(ctx, c.probes(ctx)); err != nil {
+			return err
+		}
+	}
+	c.log.Info("traffic reversed", "keyspace", keyspace, "workflow", workflow, "took", since(start))
+	return nil
+}
+
+// Cancel cancels a workflow whose writes are not switched (MoveTables:
+// the target tables are dropped, the source stays as it was).
+func (c *Cluster) Cancel(ctx context.Context, keyspace, workflow string) error {
+	unlock, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	w, err := c.workflow(ctx, keyspace, workflow)
+	if err != nil || w == nil {
+		return err
+	}
+	c.log.Info("cancelling workflow", "keyspace", keyspace, "workflow", workflow, "command", w.command())
+	if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace, "cancel"); err != nil {
+		return err
+	}
+	return c.poll(ctx, c.timeout, "workflow "+workflow+" to disappear", func() (bool, error) {
+		w, err := c.workflow(ctx, keyspace, workflow)
+		return err == nil && w == nil, err
+	})
+}

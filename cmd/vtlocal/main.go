@@ -29,7 +29,13 @@ verbs:
   add-shards KEYSPACE SHARDS           start a primary tablet per new shard, e.g. customer -80,80-
   reshard KEYSPACE WORKFLOW FROM TO    create a Reshard workflow and wait for the copy,
                                        e.g. customer cust2cust 0 -80,80-
+  movetables TARGET WORKFLOW SOURCE TABLES
+                                       create a MoveTables workflow of TABLES (comma-separated)
+                                       from SOURCE into TARGET and wait for the copy,
+                                       e.g. commerce back customer customer,corder
   switch KEYSPACE WORKFLOW             switch reads and writes (MoveTables or Reshard)
+  reverse KEYSPACE WORKFLOW            switch them back to the source (ReverseTraffic)
+  cancel KEYSPACE WORKFLOW             cancel a workflow whose writes are not switched
   complete KEYSPACE WORKFLOW           complete a switched workflow (Reshard: old shards removed)
   stop-tablet UID                      stop a tablet's vttablet and mysqld (e.g. 200)
   start-tablet UID                     start it again and wait until it is primary
@@ -139,11 +145,26 @@ func runVerb(ctx context.Context, c *vtlocal.Cluster, verb string, args []string
 			return err
 		}
 		return c.Reshard(ctx, args[0], args[1], args[2], args[3])
+	case "movetables":
+		if err := need(4); err != nil {
+			return err
+		}
+		return c.MoveTables(ctx, args[0], args[1], args[2], args[3])
 	case "switch":
 		if err := need(2); err != nil {
 			return err
 		}
 		return c.SwitchTraffic(ctx, args[0], args[1])
+	case "reverse":
+		if err := need(2); err != nil {
+			return err
+		}
+		return c.ReverseTraffic(ctx, args[0], args[1])
+	case "cancel":
+		if err := need(2); err != nil {
+			return err
+		}
+		return c.Cancel(ctx, args[0], args[1])
 	case "complete":
 		if err := need(2); err != nil {
 			return err

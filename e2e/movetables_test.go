@@ -1,0 +1,414 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The customer tables' home: where the test moves them from (back to
+// commerce) and to again (forward to customer).
+const (
+	homeKeyspace  = "customer"
+	otherKeyspace = "commerce"
+)
+
+// globalDB opens vtgate without a default keyspace: unqualified table
+// names follow the routing rules, so writes go wherever the table is.
+func globalDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := cluster.OpenDB("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// tablesAtHome makes sure customer and corder are in customer, on one
+// shard (an earlier run may have resharded customer or left the tables
+// moved): otherwise the cluster is made again.
+func tablesAtHome(t *testing.T, ctx context.Context) {
+	t.Helper()
+	freshCluster(t, ctx)
+	db, err := cluster.OpenDB(homeKeyspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, "select count(*) from customer.customer where customer_id < 0").Scan(&n); err != nil {
+		t.Logf("customer tables are not in %s (%v): recreating the cluster", homeKeyspace, err)
+		if err := cluster.Down(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.Up(ctx); err != nil {
+			t.Fatal(err)
+		}
+		flushRedis(t, ctx)
+	}
+}
+
+// moveWriter inserts customers one per transaction, without pause, until
+// stopped. An insert that fails may still have committed (a switch cuts
+// writes off at any point): it is remembered as uncertain and settled by
+// a look-up at the end.
+type moveWriter struct {
+	db        *sql.DB
+	tag       string
+	mu        sync.Mutex
+	rows      []string
+	uncertain []string
+	errs      int
+	n         atomic.Int64
+}
+
+func (w *moveWriter) run(ctx context.Context, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		email := fmt.Sprintf("%s-%06d@e2e", w.tag, i)
+		_, err := w.db.ExecContext(ctx, "insert into customer(email) values (?)", email)
+		w.mu.Lock()
+		if err != nil {
+			w.uncertain = append(w.uncertain, email)
+			w.errs++
+		} else {
+			w.rows = append(w.rows, email)
+			w.n.Add(1)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// settle returns the rows that were written, in order: the certain ones
+// and those uncertain ones the table holds.
+func (w *moveWriter) settle(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	exists := map[string]bool{}
+	for _, e := range w.uncertain {
+		var n int
+		if err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", e).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		exists[e] = n > 0
+	}
+	all := append(append([]string(nil), w.rows...), w.uncertain...)
+	order := func(e string) int {
+		i, _ := strconv.Atoi(strings.TrimSuffix(e[strings.LastIndex(e, "-")+1:], "@e2e"))
+		return i
+	}
+	var out []string
+	for _, e := range all {
+		if !slicesContains(w.uncertain, e) || exists[e] {
+			out = append(out, e)
+		}
+	}
+	sortBy(out, order)
+	return out
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func sortBy(s []string, key func(string) int) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && key(s[j]) < key(s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// globalMarkers writes end markers wherever the customer table is.
+func globalMarkers(db *sql.DB) func(ctx context.Context, id string) error {
+	return func(ctx context.Context, id string) error {
+		ids, err := markerIDs()
+		if err != nil {
+			return err
+		}
+		q := "insert into customer(customer_id, email) values " + strings.TrimSuffix(strings.Repeat("(?, ?),", len(ids)), ",")
+		var args []any
+		for i, cid := range ids {
+			args = append(args, cid, markerEmail(id, i, len(ids)))
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err = db.ExecContext(ctx, q, args...)
+		return err
+	}
+}
+
+// applyCustomerVSchema gives customer its sharded vschema again (complete
+// of the move to commerce removed the tables from it), as a forward
+// MoveTables into a sharded keyspace needs.
+func applyCustomerVSchema(t *testing.T, ctx context.Context) {
+	t.Helper()
+	dir, err := vitessModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runVtctldclient(ctx, "ApplyVSchema", "--vschema-file", filepath.Join(dir, "examples/local/vschema_customer_sharded.json"), homeKeyspace)
+	if err != nil {
+		t.Fatalf("ApplyVSchema: %v: %s", err, out)
+	}
+}
+
+// movedEvent is the payload of a `moved` control event.
+type movedEvent struct {
+	Tables []string `json:"tables"`
+	From   string   `json:"from"`
+	To     string   `json:"to"`
+}
+
+// TestMoveTablesFollow moves customer and corder from customer to commerce
+// and forward again while rows are written without pause, with readers on
+// every transport online throughout: every row arrives once, in order,
+// each reader gets one `moved` event per move, and the stream's
+// definition names the keyspace its tables are in. (≈ 1-2 min.)
+func TestMoveTablesFollow(t *testing.T) {
+	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tablesAtHome(t, ctx)
+	g := startGateway(t, append(withRedis(), "--vtctld", cluster.VtctldAddr())...)
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	stream := "mt-" + suffix
+	g.createStream(t, map[string]any{"name": stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})
+	db := globalDB(t)
+	w := &moveWriter{db: db, tag: "mt" + suffix}
+
+	type reader struct {
+		name  string
+		p     *pumped
+		got   []ev
+		moves []movedEvent
+		err   error
+	}
+	cur := initialCursor(t, ctx, g, stream)
+	connect := map[string]func(context.Context, *gateway, string, string, string) (client, error){
+		"ws": connectWS, "sse": connectSSE, "pull": connectPull,
+	}
+	var readers []*reader
+	for _, name := range []string{"ws", "sse", "pull"} {
+		c, err := connect[name](ctx, g, stream, "", cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		p := pump(ctx, c)
+		defer p.stop()
+		readers = append(readers, &reader{name: name, p: p})
+	}
+
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); w.run(ctx, stop) }()
+	waitRows := func(n int64) {
+		t.Helper()
+		target := w.n.Load() + n
+		eventually(t, time.Minute, fmt.Sprintf("%d more rows written", n), func() error {
+			if w.n.Load() < target {
+				return fmt.Errorf("%d written", w.n.Load())
+			}
+			return nil
+		})
+	}
+	waitRows(50)
+
+	type handover struct {
+		to       string
+		switched time.Time
+		rows     int64
+	}
+	var handovers []handover
+	move := func(from, to, wf string) {
+		t.Helper()
+		if err := cluster.MoveTables(ctx, to, wf, from, "customer,corder"); err != nil {
+			t.Fatal(err)
+		}
+		waitRows(50)
+		before, start := w.n.Load(), time.Now()
+		if err := cluster.SwitchTraffic(ctx, to, wf); err != nil {
+			t.Fatal(err)
+		}
+		handovers = append(handovers, handover{to: to, switched: start, rows: w.n.Load() - before})
+		waitRows(100)
+		if err := cluster.Complete(ctx, to, wf); err != nil {
+			t.Fatal(err)
+		}
+		waitRows(50)
+	}
+	move(homeKeyspace, otherKeyspace, "back"+suffix)
+	var def struct {
+		Keyspace string `json:"keyspace"`
+	}
+	if st, err := g.do(ctx, "GET", "/v1/streams/"+stream, nil, &def); err != nil || st != 200 || def.Keyspace != otherKeyspace {
+		t.Errorf("after the move: GET stream: %d %v, keyspace %q (want %s)", st, err, def.Keyspace, otherKeyspace)
+	}
+	applyCustomerVSchema(t, ctx)
+	move(otherKeyspace, homeKeyspace, "fwd"+suffix)
+	close(stop)
+	<-writerDone
+	want := w.settle(t, ctx)
+	t.Logf("%d rows written (%d inserts failed during switches)", len(want), w.errs)
+
+	end := newReadEnd(len(readers))
+	end.write = globalMarkers(db)
+	var wg sync.WaitGroup
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.got, r.err = readTo(ctx, r.p.reader(), want, end, func(e ev) {
+				if e.Type == "moved" {
+					var m movedEvent
+					_ = json.Unmarshal(e.Raw, &m)
+					r.moves = append(r.moves, m)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for _, r := range readers {
+		if r.err != nil {
+			t.Errorf("%s: %v", r.name, r.err)
+		}
+		checkExactlyOnce(t, r.name, r.got, want)
+		if len(r.moves) != 2 || r.moves[0].From != homeKeyspace || r.moves[0].To != otherKeyspace ||
+			r.moves[1].From != otherKeyspace || r.moves[1].To != homeKeyspace {
+			t.Errorf("%s: moved events %+v, want %s->%s then back", r.name, r.moves, homeKeyspace, otherKeyspace)
+		}
+	}
+	for _, h := range handovers {
+		t.Logf("switch to %s: %d rows written during SwitchTraffic", h.to, h.rows)
+	}
+	for _, h := range handovers {
+		if first, ok := readers[0].p.firstFrom(h.to, h.switched); ok {
+			t.Logf("first row from %s reached the WebSocket reader %v after SwitchTraffic began", h.to, first.Sub(h.switched).Round(time.Millisecond))
+		}
+	}
+}
+
+// pumped reads a client without pause into memory, noting when each
+// event arrived, so that a reader is never a slow consumer while the test
+// waits for workflows.
+type pumped struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	q    []ev
+	at   []time.Time
+	err  error
+	stop context.CancelFunc
+}
+
+func pump(ctx context.Context, c client) *pumped {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pumped{stop: cancel}
+	p.cond = sync.NewCond(&p.mu)
+	go func() {
+		for {
+			e, err := c.next(ctx)
+			p.mu.Lock()
+			if err != nil {
+				p.err = err
+				p.cond.Broadcast()
+				p.mu.Unlock()
+				return
+			}
+			p.q, p.at = append(p.q, e), append(p.at, time.Now())
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	return p
+}
+
+// firstFrom returns when the first change event from keyspace arrived
+// after a time.
+func (p *pumped) firstFrom(keyspace string, after time.Time) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, e := range p.q {
+		var k struct {
+			Keyspace string `json:"keyspace"`
+		}
+		if e.Type == "change" && p.at[i].After(after) && json.Unmarshal(e.Raw, &k) == nil && k.Keyspace == keyspace {
+			return p.at[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// reader returns a client that reads the pumped events from the start.
+func (p *pumped) reader() client { return &pumpReader{p: p} }
+
+type pumpReader struct {
+	p *pumped
+	i int
+}
+
+func (r *pumpReader) next(ctx context.Context) (ev, error) {
+	p := r.p
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for r.i >= len(p.q) {
+		if p.err != nil {
+			return ev{}, p.err
+		}
+		if ctx.Err() != nil {
+			return ev{}, ctx.Err()
+		}
+		p.cond.Wait()
+	}
+	e := p.q[r.i]
+	r.i++
+	return e, nil
+}
+
+func (r *pumpReader) ack(context.Context, string) error { return nil }
+func (r *pumpReader) close()                            { r.p.stop() }
+
+// vitessModuleDir is where the pinned Vitess module is (its example files).
+func vitessModuleDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "vitess.io/vitess").Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// runVtctldclient runs the cluster's vtctldclient.
+func runVtctldclient(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, filepath.Join(cluster.BinDir(), "vtctldclient"),
+		append([]string{"--server", cluster.VtctldAddr()}, args...)...).CombinedOutput()
+}

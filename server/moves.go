@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Following MoveTables (DESIGN §4.1): with --vtctld, a reshard.Mover finds
+// the cutovers and moves the stream definitions whose tables they carry;
+// the hub's readers follow the definitions.
+
+// hubMover adapts the reshard.Mover and the stream registry to hub.Mover.
+type hubMover struct {
+	m   *reshard.Mover
+	reg *streams.Registry
+}
+
+func (h hubMover) Pending(keyspace string, tables []string) bool {
+	return h.m.Pending(keyspace, tables)
+}
+
+func (h hubMover) Sync(ctx context.Context, keyspace string, after time.Time) error {
+	return h.m.Sync(ctx, keyspace, after)
+}
+
+func (h hubMover) Moves(ctx context.Context, stream string) ([]streams.Move, error) {
+	d, err := h.reg.Fresh(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return d.Moves, nil
+}
+
+// newMover builds the MoveTables watch over vtctld at addr.
+func (s *Server) newMover(addr string) (*reshard.Mover, *reshard.Vtctld, error) {
+	vt, err := reshard.DialVtctld(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := reshard.NewMover(vt, s.journals, s.store, servedKeyspaces(s.streams), s.onMove, reshard.WithMoverLogger(s.log))
+	return m, vt, nil
+}
+
+// onMove moves every stream that reads j's keyspace and whose tables all
+// moved. A stream defined after the cutover was seen is left alone (its
+// keyspace had the tables again by then); one that reads only some of the
+// moved tables, or matches tables by /regex/, cannot follow: said out loud.
+func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
+	defs, err := s.streams.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range defs {
+		if d.Moved().After(j.SeenAt) {
+			continue
+		}
+		follows, partial := d.Follows(j.Keyspace, j.Tables)
+		if partial {
+			s.log.Error("MoveTables moved only some of a stream's tables; the stream cannot follow them and reads its keyspace as before",
+				"stream", d.Name, "keyspace", j.Keyspace, "moved", j.Tables, "to", j.TargetKeyspace, "stream_tables", d.TableNames())
+			continue
+		}
+		if !follows {
+			continue
+		}
+		targets := map[string]string{}
+		for _, t := range j.Targets {
+			targets[t.Shard] = t.Gtid
+		}
+		mv := streams.Move{Journal: j.Key, From: j.Keyspace, To: j.TargetKeyspace, Tables: j.Tables,
+			Local: j.Local, Targets: targets, At: time.Now().UTC()}
+		if _, err := s.streams.Move(ctx, d.Name, mv); err != nil {
+			return err
+		}
+		s.log.Info("stream follows its tables to another keyspace", "stream", d.Name, "from", j.Keyspace, "to", j.TargetKeyspace,
+			"tables", j.Tables, "journal", j.Key)
+	}
+	return nil
+}
