@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api bench-fanout
+.PHONY: build test test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -37,6 +37,11 @@ test-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
+
+# The README's screenshots of the console, taken by its end-to-end test on
+# the real cluster (so they show what the console really shows).
+screenshots: cluster-up test-deps
+	VSG_E2E=1 VSG_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole' -v -timeout 10m ./e2e/
 
 # Unit tests only (no cluster needed). The end-to-end tests skip, and the
 # summary says so (e2e "[no tests to run]"); the last line repeats it.

@@ -202,6 +202,7 @@ func (a *API) DeleteSubscriber(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
+	a.forgetPresence(def.Name, chi.URLParam(r, "subscriber"))
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
@@ -71,6 +72,17 @@ type API struct {
 	// Shutdown is closed when the gateway begins to shut down: streaming
 	// clients are then closed with a cursor to resume from.
 	Shutdown <-chan struct{}
+	// History holds recent samples of the stream metrics (GET /v1/stats).
+	History *metrics.History
+	// Topology, if set, is vtgate's view of the keyspaces' shards, shown
+	// with each stream by GET /v1/stats.
+	Topology func(ctx context.Context, keyspaces ...string) (source.Topology, error)
+	// Webhooks, if set, lists a stream's webhooks by subscriber name with
+	// whether one replica delivers it now (GET /v1/stats, subscribers).
+	Webhooks func(ctx context.Context, stream string) (map[string]bool, error)
+
+	presence presence
+
 	// StreamDeleted, if set, removes what else belongs to a deleted stream
 	// (its webhooks).
 	StreamDeleted func(ctx context.Context, stream string) error
@@ -151,8 +163,8 @@ func quoteJSON(s string) string {
 }
 
 // open resolves where a reader starts and opens its subscription.
-func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber string) (*hub.Subscription, error) {
-	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber})
+func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber, start string) (*hub.Subscription, error) {
+	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber, Start: start})
 	if errors.Is(err, store.ErrUnavailable) {
 		return nil, err // a 503, also for a reference token the store holds
 	}
@@ -197,18 +209,32 @@ func upstreamError(err error) *Error {
 }
 
 // readerParams resolves the stream named in the URL and the optional
-// subscriber query parameter of a reading endpoint. On failure it has
-// written the error response and ok is false.
-func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (def *streams.Definition, sub string, ok bool) {
+// subscriber and start query parameters of a reading endpoint. On failure it
+// has written the error response and ok is false.
+func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (def *streams.Definition, sub, start string, ok bool) {
 	def, err := a.stream(r.Context(), chi.URLParam(r, "stream"))
 	if err == nil {
 		sub, err = subscriberParam(r)
 	}
+	if err == nil {
+		start, err = startParam(r)
+	}
 	if err != nil {
 		WriteError(w, a.Log, err)
-		return nil, "", false
+		return nil, "", "", false
 	}
-	return def, sub, true
+	return def, sub, start, true
+}
+
+// startParam validates the optional start query parameter: where a reader
+// without a cursor begins, instead of the stream's start.
+func startParam(r *http.Request) (string, error) {
+	s := r.URL.Query().Get("start")
+	switch s {
+	case "", streams.StartNow, streams.StartSnapshot:
+		return s, nil
+	}
+	return "", apiErr(http.StatusBadRequest, "invalid_start", "start must be \"now\" or \"snapshot\"")
 }
 
 // subscriberPath resolves /v1/streams/{stream}/subscribers/{subscriber}.

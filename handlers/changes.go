@@ -78,7 +78,13 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	s, err := a.open(ctx, def, q.Get("cursor"), sub)
+	start, err := startParam(r)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	defer a.present(def.Name, sub)()
+	s, err := a.open(ctx, def, q.Get("cursor"), sub, start)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return

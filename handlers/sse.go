@@ -19,10 +19,11 @@ import (
 // everything before it.
 func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	def, sub, ok := a.readerParams(w, r)
+	def, sub, start, ok := a.readerParams(w, r)
 	if !ok {
 		return
 	}
+	defer a.present(def.Name, sub)()
 	var err error
 	token := r.Header.Get("Last-Event-ID")
 	ackLater := false
@@ -43,7 +44,7 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	if token == "" {
 		token = r.URL.Query().Get("cursor")
 	}
-	s, err := a.open(ctx, def, token, sub)
+	s, err := a.open(ctx, def, token, sub, start)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return

@@ -21,16 +21,17 @@ import (
 // client acks with {"ack":"<cursor>"} (stored for named subscribers).
 func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	def, sub, ok := a.readerParams(w, r)
+	def, sub, start, ok := a.readerParams(w, r)
 	if !ok {
 		return
 	}
+	defer a.present(def.Name, sub)()
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
 		return
 	}
-	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub)
+	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub, start)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return

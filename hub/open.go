@@ -17,6 +17,11 @@ import (
 type From struct {
 	Token      string
 	Subscriber string
+	// Start overrides the stream's start ("now" or "snapshot") for a reader
+	// with neither a cursor nor a stored one: the console's live table
+	// starts at the live end of a snapshot stream, whose current rows it
+	// pages through beside it (DESIGN §13).
+	Start string
 }
 
 // bridgeLookup bounds the look-up of a subscriber's bridges when it
@@ -83,6 +88,11 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 	}
 	if pos == nil {
 		pos = StartPosition(def)
+		if from.Start != "" {
+			o := *def
+			o.Start = from.Start
+			pos = StartPosition(&o)
+		}
 	}
 	src, err := h.plan(ctx, def, pos, state)
 	if err != nil {

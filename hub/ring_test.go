@@ -2,7 +2,9 @@ package hub
 
 import (
 	"fmt"
+	"maps"
 	"testing"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -85,5 +87,36 @@ func TestRingEviction(t *testing.T) {
 	big.append(&source.Txn{VGtid: pos(2)}, pos(2), []string{"0"})
 	if n, _ := big.stats(); n != 1 {
 		t.Fatalf("%d entries in a ring smaller than one entry, want the newest only", n)
+	}
+}
+
+// behind counts, per shard, the ring's transactions a position lacks and the
+// age of the oldest of them; a position the ring does not reach is unknown.
+func TestRingBehind(t *testing.T) {
+	at := func(a, b int) *binlogdatapb.VGtid {
+		return fakevtgate.VGtid(ks, "-80", fmt.Sprintf("MariaDB/0-101-%d", a), "80-", fmt.Sprintf("MariaDB/0-102-%d", b))
+	}
+	r := newRing(1<<20, 100, at(10, 10))
+	// a11@100 b11@101 a12@102 b12@103 (commit times in Unix seconds)
+	for i, p := range [][2]int{{11, 10}, {11, 11}, {12, 11}, {12, 12}} {
+		after := at(p[0], p[1])
+		before, _ := r.head()
+		r.append(&source.Txn{VGtid: after, CommitTS: int64(100 + i)}, after, movedShards(before, after))
+	}
+	now := time.Unix(110, 0)
+	got, ok := r.behind(ks, at(11, 10), now)
+	if !ok {
+		t.Fatal("a position inside the ring: not found")
+	}
+	want := map[string]ShardLag{"-80": {Transactions: 1, Seconds: 8}, "80-": {Transactions: 2, Seconds: 9}}
+	if !maps.Equal(got, want) {
+		t.Errorf("behind (11,10) = %v, want %v", got, want)
+	}
+	got, _ = r.behind(ks, at(12, 12), now)
+	if want := map[string]ShardLag{"-80": {}, "80-": {}}; !maps.Equal(got, want) {
+		t.Errorf("behind at the head = %v, want %v", got, want)
+	}
+	if _, ok := r.behind(ks, at(5, 5), now); ok {
+		t.Error("a position older than the ring: reported")
 	}
 }

@@ -108,6 +108,10 @@ var (
 		Name: "vsg_webhook_attempts_total",
 		Help: "Webhook delivery attempts by outcome (success, retry, disabled, dead_letter).",
 	}, []string{"outcome"})
+	streamClients = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "vsg_stream_clients",
+		Help: "Connected clients by stream and transport (open SSE and WebSocket connections, in-flight pulls).",
+	}, []string{"stream", "transport"})
 	wsDisconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vsg_ws_disconnects_total",
 		Help: "WebSocket connections the gateway closed, by reason: slow_consumer, upstream_failed, bad_message, shutdown.",
@@ -124,7 +128,7 @@ func init() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds,
 		authFailures, refusals, httpRequests, httpDuration, webhookAttempts, webhookDeadLetters,
-		wsDisconnects, tails, ringEntries, ringBytes, tailJoins, tailLeaves,
+		wsDisconnects, streamClients, tails, ringEntries, ringBytes, tailJoins, tailLeaves,
 	)
 	// Series that exist from the start, so that rate() and alerts see a 0
 	// rather than nothing before the first occurrence.
@@ -203,12 +207,13 @@ func (o *Out) Sent(n, withheld int, lagSeconds float64) {
 	}
 }
 
-// ClientConnected counts a client of transport in; call the returned
-// function when it leaves.
-func ClientConnected(transport string) (done func()) {
-	g := clients.WithLabelValues(transport)
+// ClientConnected counts a client of transport reading stream in; call the
+// returned function when it leaves.
+func ClientConnected(stream, transport string) (done func()) {
+	g, s := clients.WithLabelValues(transport), streamClients.WithLabelValues(stream, transport)
 	g.Inc()
-	return g.Dec
+	s.Inc()
+	return func() { g.Dec(); s.Dec() }
 }
 
 // CursorWrite counts one subscriber cursor stored for stream.

@@ -14,7 +14,7 @@ func TestMetricsExposed(t *testing.T) {
 	EventsIn("orders", 3)
 	o := Outbound("orders", TransportWS)
 	o.Sent(2, 1, 1.5)
-	done := ClientConnected(TransportSSE)
+	done := ClientConnected("orders", TransportSSE)
 	CursorWrite("orders")
 	CursorRebuild(RebuildBridged)
 	AuthFailure("expired")
@@ -30,6 +30,7 @@ func TestMetricsExposed(t *testing.T) {
 	body := scrape()
 	for _, want := range []string{
 		`vsg_clients{transport="sse"} 0`,
+		`vsg_stream_clients{stream="orders",transport="sse"} 0`,
 		`vsg_cursor_rebuilds_total{outcome="bridged"} 1`,
 		`vsg_events_in_total{stream="orders"} 3`,
 		`vsg_events_out_total{stream="orders",transport="ws"} 2`,

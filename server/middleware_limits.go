@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"golang.org/x/time/rate"
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
@@ -150,7 +151,7 @@ func (l *Limiter) streaming(transport string) func(http.Handler) http.Handler {
 			l.conns[key]++
 			l.active++
 			l.mu.Unlock()
-			done := metrics.ClientConnected(transport)
+			done := metrics.ClientConnected(chi.URLParam(r, "stream"), transport)
 			defer func() {
 				done()
 				l.mu.Lock()

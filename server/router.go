@@ -26,6 +26,8 @@ func (s *Server) Router() http.Handler {
 	r.Get("/metrics", metrics.Handler().ServeHTTP)
 	// Operators' view of reshards: lists subscribers of every stream.
 	r.With(requireAdmin).Get("/v1/reshards", a.Reshards)
+	// The console's numbers: streams the token may read, this replica's view.
+	r.Get("/v1/stats", a.Stats)
 	r.Route("/v1/streams", func(r chi.Router) {
 		r.With(admin...).Post("/", a.CreateStream)
 		r.Get("/", a.ListStreams)
@@ -36,6 +38,7 @@ func (s *Server) Router() http.Handler {
 			r.With(readScope, lim.streaming("pull")).Get("/changes", a.Changes)
 			r.With(readScope, lim.streaming("sse")).Get("/sse", a.SSE)
 			r.With(readScope, lim.streaming("ws")).Get("/ws", a.WS)
+			r.With(requireAdmin).Get("/subscribers", a.ListSubscribers)
 			r.With(ownSubscriber).Get("/subscribers/{subscriber}", a.GetSubscriber)
 			r.With(admin...).Delete("/subscribers/{subscriber}", a.DeleteSubscriber)
 			r.With(ownSubscriber).Post("/subscribers/{subscriber}/ack", a.Ack)

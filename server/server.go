@@ -16,6 +16,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
@@ -132,6 +133,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		Limits:   cfg.limits(),
 		Ready:    s.ready,
 		Shutdown: s.closing,
+		History:  metrics.NewHistory(statsEvery, statsSpan),
+		Topology: s.src.Topology,
 	}
 	if err := s.newWebhooks(cfg); err != nil {
 		return nil, err
@@ -212,6 +215,13 @@ func (s *Server) ready(ctx context.Context) error {
 // API returns the HTTP API (for tests).
 func (s *Server) API() *handlers.API { return s.api }
 
+// The console's charts (GET /v1/stats) show the last 15 minutes, sampled
+// every 5 s: 180 points per stream, drawn at once when the page opens.
+const (
+	statsEvery = 5 * time.Second
+	statsSpan  = 15 * time.Minute
+)
+
 // Handler returns the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
@@ -235,6 +245,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	defer func() { stopGuard(); waitGuard() }()
 	s.startWebhooks(ctx)
 	s.startDebug(ctx)
+	hctx, stopHistory := context.WithCancel(ctx)
+	historyDone := make(chan struct{})
+	go func() { defer close(historyDone); s.api.History.Run(hctx) }()
+	defer func() { stopHistory(); <-historyDone }()
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
 	select {
 	case err := <-errc:

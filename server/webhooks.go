@@ -35,6 +35,17 @@ func (s *Server) newWebhooks(cfg *Config) error {
 	s.wh.api = &handlers.WebhookAPI{API: s.api, Service: svc}
 	// A deleted stream takes its webhooks with it.
 	s.api.StreamDeleted = svc.DeleteStream
+	s.api.Webhooks = func(ctx context.Context, stream string) (map[string]bool, error) {
+		list, err := svc.List(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]bool, len(list))
+		for _, v := range list {
+			out[v.Subscriber] = v.Owner != "" && v.State == webhook.StateActive
+		}
+		return out, nil
+	}
 	s.wh.sup = svc.NewSupervisor(webhook.WithLeaseTTL(cfg.WebhookLeaseTTL), webhook.WithHolder(replicaID()))
 	return nil
 }
