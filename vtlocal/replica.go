@@ -19,31 +19,6 @@ import (
 // and removes the spare tablet afterwards (RemoveTablet), so that the
 // layout every other test sees stays one tablet per shard.
 
-// regexpLikeShim stands in for MySQL's regexp_like(), which MariaDB lacks.
-// vttablet's DemotePrimary (every PlannedReparentShard, and a demoted
-// primary that rejoins) first asks Mysqld.IsSemiSyncBlocked, whose query
-// `select … from performance_schema.global_status where
-// regexp_like(variable_name, …)` fails on MariaDB with "FUNCTION
-// vt_<keyspace>.regexp_like does not exist" (error 1305). MariaDB resolves
-// an unknown function as a stored function of the connection's default
-// database, which for vttablet's DBA pool is the tablet's database: a
-// stored function of that name makes the query run. With
-// performance_schema off it returns no row, i.e. "not blocked", which is
-// true under durability policy none.
-const regexpLikeShim = "CREATE FUNCTION IF NOT EXISTS `%s`.regexp_like(s LONGTEXT, p LONGTEXT) " +
-	"RETURNS TINYINT DETERMINISTIC NO SQL RETURN s REGEXP p"
-
-// ensureReparentShim creates the regexp_like shim on the tablet, outside
-// the binlog: created on a primary it would reach every VStream client as
-// a DDL event.
-func (c *Cluster) ensureReparentShim(ctx context.Context, r TabletRecord) error {
-	_, err := c.vtctl(ctx, "ExecuteFetchAsDBA", "--disable-binlogs", r.Alias(), fmt.Sprintf(regexpLikeShim, "vt_"+r.Keyspace))
-	if err != nil {
-		return fmt.Errorf("reparent shim on %s: %w", r.Alias(), err)
-	}
-	return nil
-}
-
 // shardTablets returns the recorded tablets of keyspace/shard: its primary
 // record first, then the replicas.
 func (c *Cluster) shardTablets(keyspace, shard string) (primary TabletRecord, replicas []TabletRecord, err error) {
@@ -108,7 +83,7 @@ func (c *Cluster) AddReplica(ctx context.Context, keyspace, shard string) (Table
 	if err := c.saveTablets(append(recs, r)); err != nil {
 		return TabletRecord{}, err
 	}
-	if err := c.ensureReparentShim(ctx, primary); err != nil {
+	if err := c.ensureRegexpLike(ctx, primary); err != nil {
 		return TabletRecord{}, err
 	}
 	c.log.Info("adding replica", "alias", r.Alias(), "shard", keyspace+"/"+shard, "primary", primary.Alias())
@@ -121,7 +96,7 @@ func (c *Cluster) AddReplica(ctx context.Context, keyspace, shard string) (Table
 	if err := c.waitReplica(ctx, r); err != nil {
 		return TabletRecord{}, err
 	}
-	if err := c.ensureReparentShim(ctx, r); err != nil {
+	if err := c.ensureRegexpLike(ctx, r); err != nil {
 		return TabletRecord{}, err
 	}
 	c.log.Info("replica added", "alias", r.Alias(), "took", since(start))
@@ -258,8 +233,12 @@ func (c *Cluster) reparent(ctx context.Context, how, keyspace, shard string, new
 		return TabletRecord{}, fmt.Errorf("%s/%s has no replica %d to reparent to (AddReplica first)", keyspace, shard, newPrimary)
 	}
 	c.log.Info(how, "shard", keyspace+"/"+shard, "from", old.Alias(), "to", next.Alias())
-	args := []string{how, "--new-primary", next.Alias(), "--wait-replicas-timeout", "30s", keyspace + "/" + shard}
-	if _, err := c.vtctl(ctx, args...); err != nil {
+	if how == "PlannedReparentShard" {
+		err = c.plannedReparent(ctx, old, next)
+	} else {
+		_, err = c.vtctl(ctx, how, "--new-primary", next.Alias(), "--wait-replicas-timeout", "30s", keyspace+"/"+shard)
+	}
+	if err != nil {
 		return TabletRecord{}, err
 	}
 	// The records follow the topology: the new primary is the one Up and

@@ -90,3 +90,24 @@ func (c *Cluster) withPrimaryHostHidden(ctx context.Context, primary string, sta
 	}
 	return err
 }
+
+// tabletProto reads a tablet's topology record.
+func (c *Cluster) tabletProto(ctx context.Context, alias string) (*topodatapb.Tablet, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdAddr()}, DialTimeout: 5 * time.Second, Context: ctx})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, tabletKey(alias))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) != 1 {
+		return nil, fmt.Errorf("no tablet record %s", tabletKey(alias))
+	}
+	var t topodatapb.Tablet
+	if err := proto.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+		return nil, fmt.Errorf("tablet record %s: %w", tabletKey(alias), err)
+	}
+	return &t, nil
+}
