@@ -236,6 +236,16 @@ func (c *Cluster) reparent(ctx context.Context, how, keyspace, shard string, new
 	if how == "PlannedReparentShard" {
 		err = c.plannedReparent(ctx, old, next)
 	} else {
+		if next.UID < old.UID {
+			return TabletRecord{}, fmt.Errorf("EmergencyReparentShard onto %s cannot work on MariaDB: its uid is below the old primary's %s (see relayLogApplied)", next.Alias(), old.Alias())
+		}
+		for _, r := range replicas {
+			if c.mysqldAlive(r.UID) {
+				if err := c.relayLogApplied(ctx, r); err != nil {
+					return TabletRecord{}, err
+				}
+			}
+		}
 		_, err = c.vtctl(ctx, how, "--new-primary", next.Alias(), "--wait-replicas-timeout", "30s", keyspace+"/"+shard)
 	}
 	if err != nil {
@@ -358,4 +368,51 @@ func ParseTablet(s string) (int, error) {
 		return 0, fmt.Errorf("%q is neither a tablet uid nor an alias %s-<uid>", s, Cell)
 	}
 	return uid, nil
+}
+
+// relayLogApplied waits until replica r has applied everything its IO
+// thread received (gtid_slave_pos at or after Gtid_IO_Pos).
+//
+// EmergencyReparentShard waits for that itself, but on MariaDB the wait
+// is broken: MariaDB reports no relay-log GTID position, so ERS waits for
+// the file position of the old primary's binlog it received
+// ("vt-0000000300-bin.000002:19279"); vttablet first compares that with
+// the candidate's own binlog file position, and when the candidate's file
+// name sorts after it (a higher uid) takes it as reached without waiting,
+// otherwise passes it to MASTER_GTID_WAIT, which fails ("Could not parse
+// GTID list", error 1941). So ERS works only onto a tablet with a higher
+// uid than the old primary, and without waiting: the harness waits here,
+// once the old primary is dead and nothing more arrives.
+func (c *Cluster) relayLogApplied(ctx context.Context, r TabletRecord) error {
+	return c.poll(ctx, 30*time.Second, r.Alias()+" to apply its relay log", func() (bool, error) {
+		raw, err := c.vtctl(ctx, "ExecuteFetchAsDBA", "--json", r.Alias(), "SHOW SLAVE STATUS")
+		if err != nil {
+			return false, err
+		}
+		var res struct {
+			Fields []struct{ Name string } `json:"fields"`
+			Rows   [][]any                 `json:"rows"`
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return false, err
+		}
+		if len(res.Rows) == 0 {
+			return true, nil // not replicating
+		}
+		io := ""
+		for i, f := range res.Fields {
+			if f.Name == "Gtid_IO_Pos" && i < len(res.Rows[0]) {
+				io, _ = res.Rows[0][i].(string)
+			}
+		}
+		want, err := replication.DecodePosition("MariaDB/" + io)
+		if err != nil {
+			return false, err
+		}
+		got, err := c.gtidPos(ctx, r.Alias())
+		if err != nil {
+			return false, err
+		}
+		return got.AtLeast(want), nil
+	})
 }
