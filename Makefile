@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout
+.PHONY: build test test-faults test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -29,6 +29,13 @@ vet:
 test: vet cluster-up test-deps
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null
 	VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 25m ./...
+
+# Fault tests too slow or too intrusive for every run (VSG_FAULTS=1; they
+# skip otherwise): reparents of a shard with a replica tablet (≈ 2 min; as
+# root, compiles a small UDF into MariaDB's plugin directory, see
+# vtlocal/README.md).
+test-faults: cluster-up
+	VSG_E2E=1 VSG_FAULTS=1 $(GO) test -race -count=1 -p 1 -timeout 30m -run 'TestReparents' -v ./e2e/
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
 # chromium), installed here when missing and running as root.

@@ -141,6 +141,16 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// needFaults skips a fault test that is too slow or intrusive for every
+// run unless VSG_FAULTS=1 (make test-faults).
+func needFaults(t *testing.T) {
+	t.Helper()
+	needE2E(t)
+	if os.Getenv("VSG_FAULTS") != "1" {
+		t.Skip("fault test: VSG_FAULTS is not 1 (make test-faults runs it)")
+	}
+}
+
 func needE2E(t *testing.T) {
 	t.Helper()
 	if cluster == nil {

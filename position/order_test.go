@@ -52,6 +52,9 @@ func TestCompareGTID(t *testing.T) {
 		{"mariadb ahead", maria("0-1-123"), maria("0-1-122"), position.After},
 		{"mariadb other server, same sequence", maria("0-1-5"), maria("0-2-5"), position.Equal},
 		{"mariadb other server, later sequence", maria("0-2-6"), maria("0-1-5"), position.After},
+		// A reparent: the new primary continues the domain's sequence
+		// under its own server id (seen in e2e TestReparents).
+		{"mariadb after a reparent", maria("0-54477278-303"), maria("0-1475387062-302"), position.After},
 		{"mariadb disjoint domains", maria("0-1-5"), maria("1-1-5"), position.Incomparable},
 		{"mariadb multi-domain same", maria("0-1-5,1-2-7"), maria("0-1-5,1-2-7"), position.Equal},
 		{"mariadb multi-domain, text order differs", maria("1-2-7,0-1-5"), maria("0-1-5,1-2-7"), position.Equal},

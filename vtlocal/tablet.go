@@ -23,6 +23,11 @@ type TabletRecord struct {
 	UID      int    `json:"uid"`
 	Keyspace string `json:"keyspace"`
 	Shard    string `json:"shard"`
+	// Replica marks a tablet that is not meant to be its shard's primary:
+	// one added by AddReplica, or a primary demoted by a reparent. Up,
+	// AddShards and StartTablet make the shard's other tablet primary;
+	// a reparent swaps the marks.
+	Replica bool `json:"replica,omitempty"`
 }
 
 // Alias is the tablet's topology alias.
@@ -75,7 +80,7 @@ func (c *Cluster) assignUID(keyspace, shard string) (int, error) {
 	}
 	used := map[int]bool{}
 	for _, r := range recs {
-		if r.Keyspace == keyspace && r.Shard == shard {
+		if r.Keyspace == keyspace && r.Shard == shard && !r.Replica {
 			return r.UID, nil
 		}
 		used[r.UID] = true
@@ -365,7 +370,9 @@ func (c *Cluster) StopTablet(ctx context.Context, uid int) error {
 }
 
 // StartTablet starts a tablet stopped with StopTablet and waits until it is
-// the primary of its shard again (and serving, if its shard serves).
+// the primary of its shard again (and serving, if its shard serves); a
+// replica (AddReplica, or a primary replaced by a reparent) until it
+// replicates from the shard's primary again.
 func (c *Cluster) StartTablet(ctx context.Context, uid int) error {
 	unlock, err := c.lock()
 	if err != nil {
@@ -375,6 +382,19 @@ func (c *Cluster) StartTablet(ctx context.Context, uid int) error {
 	r, err := c.record(uid)
 	if err != nil {
 		return err
+	}
+	if r.Replica {
+		primary, _, err := c.shardTablets(r.Keyspace, r.Shard)
+		if err != nil {
+			return err
+		}
+		if err := c.startReplicaTablet(ctx, r, primary); err != nil {
+			return err
+		}
+		if err := c.replicateFrom(ctx, r, primary); err != nil {
+			return err
+		}
+		return c.waitReplica(ctx, r)
 	}
 	if err := c.startTablet(ctx, r); err != nil {
 		return err

@@ -39,6 +39,13 @@ verbs:
   complete KEYSPACE WORKFLOW           complete a switched workflow (Reshard: old shards removed)
   stop-tablet UID                      stop a tablet's vttablet and mysqld (e.g. 200)
   start-tablet UID                     start it again and wait until it is primary
+  add-replica KEYSPACE SHARD           start a replica tablet of a shard, replicating from its
+                                       primary (uid: the primary's + 1), e.g. customer -80
+  prs KEYSPACE/SHARD [TABLET]          PlannedReparentShard onto a replica (uid or alias; default:
+                                       the shard's first replica)
+  kill-mysqld TABLET                   SIGKILL a tablet's mysqld (and mysqld_safe); vttablet stays
+  ers KEYSPACE/SHARD [TABLET]          EmergencyReparentShard onto a replica
+  remove-tablet TABLET                 stop a non-primary tablet, delete it from the topology
   restart-vtgate                       restart vtgate and wait until it serves queries
   stop-vtgate                          stop vtgate and leave it stopped
   start-vtgate                         start vtgate and wait until it serves queries
@@ -182,6 +189,51 @@ func runVerb(ctx context.Context, c *vtlocal.Cluster, verb string, args []string
 			return c.StopTablet(ctx, uid)
 		}
 		return c.StartTablet(ctx, uid)
+	case "add-replica":
+		if err := need(2); err != nil {
+			return err
+		}
+		r, err := c.AddReplica(ctx, args[0], args[1])
+		if err == nil {
+			fmt.Println(r.Alias())
+		}
+		return err
+	case "prs", "ers":
+		if len(args) != 1 && len(args) != 2 {
+			return fmt.Errorf("%w: want KEYSPACE/SHARD [TABLET]", errUsage)
+		}
+		ks, shard, ok := strings.Cut(args[0], "/")
+		if !ok {
+			return fmt.Errorf("%w: want KEYSPACE/SHARD, got %q", errUsage, args[0])
+		}
+		uid := 0
+		if len(args) == 2 {
+			var err error
+			if uid, err = vtlocal.ParseTablet(args[1]); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+		}
+		reparent := c.PlannedReparent
+		if verb == "ers" {
+			reparent = c.EmergencyReparent
+		}
+		r, err := reparent(ctx, ks, shard, uid)
+		if err == nil {
+			fmt.Println(r.Alias())
+		}
+		return err
+	case "kill-mysqld", "remove-tablet":
+		if err := need(1); err != nil {
+			return err
+		}
+		uid, err := vtlocal.ParseTablet(args[0])
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if verb == "kill-mysqld" {
+			return c.KillMySQL(ctx, uid)
+		}
+		return c.RemoveTablet(ctx, uid)
 	case "restart-vtgate":
 		if err := need(0); err != nil {
 			return err

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/vtlocal"
+)
+
+// TestReparents: customer is split in -80 and 80-, and -80 gets a replica
+// tablet. Readers on every transport (named and anonymous) and a webhook
+// read while rows are written on both shards at 20/s, through two faults of
+// -80: a planned reparent (vtlocal prs) onto the replica, then the new primary's
+// mysqld killed (SIGKILL) and an EmergencyReparentShard onto another
+// replica. No reader is dropped, every row arrives exactly once and in order
+// per shard, and the gateway does not restart. ≈ 2 min, so only with
+// VSG_FAULTS=1 (make test-faults).
+func TestReparents(t *testing.T) {
+	needFaults(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	freshCluster(t, ctx)
+	reshardStep(t, ctx, "reparent", "0", "-80,80-")
+	recs, err := cluster.Tablets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := 0 // -80's primary
+	for _, r := range recs {
+		if r.Keyspace == "customer" && r.Shard == "-80" && !r.Replica {
+			first = r.UID
+		}
+	}
+	addAt := time.Now()
+	replica, err := cluster.AddReplica(ctx, "customer", "-80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica %s of customer/-80 added in %v", replica.Alias(), time.Since(addAt).Round(time.Millisecond))
+	t.Cleanup(func() {
+		// Back to one tablet per shard: whichever tablet is not -80's
+		// primary now (a replica, or the one whose mysqld was killed)
+		// goes.
+		recs, err := cluster.Tablets()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, r := range recs {
+			if r.Keyspace == "customer" && r.Shard == "-80" && r.Replica {
+				if err := cluster.RemoveTablet(context.Background(), r.UID); err != nil {
+					t.Errorf("remove tablet %d after the test: %v", r.UID, err)
+				}
+			}
+		}
+	})
+
+	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0")...)
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	stream := "rep-" + suffix
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
+	start := initialCursor(t, ctx, g, stream)
+	upstreamFailed := wsDisconnects(t, g, "upstream_failed")
+
+	rctx, stopReaders := context.WithCancel(ctx)
+	defer stopReaders()
+	f := startFaultReaders(t, rctx, g, stream, start)
+	w := newSteadyWriter(t, "rep"+suffix)
+	w.start(ctx, 50*time.Millisecond)
+	f.waitRowsAfter(t, ctx, w, time.Time{}, 20, "before the faults")
+
+	// Fault 1: PlannedReparentShard of -80 onto the replica.
+	prsAt := time.Now()
+	primary, err := cluster.PlannedReparent(ctx, "customer", "-80", replica.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prsDone := time.Now()
+	t.Logf("PlannedReparentShard customer/-80 onto %s took %v", primary.Alias(), prsDone.Sub(prsAt).Round(time.Millisecond))
+	f.waitRowsAfter(t, ctx, w, prsDone, 60, "after the planned reparent")
+	afterPRS := time.Now()
+
+	// Fault 2: the new primary's mysqld dies; EmergencyReparentShard
+	// promotes a replica. It has to be a new one: ERS onto a tablet with a
+	// lower uid than the old primary's cannot work on MariaDB (vtlocal
+	// relayLogApplied), so the old primary, a replica since the PRS, goes
+	// and a fresh replica (302) takes its place.
+	if err := cluster.RemoveTablet(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	spare, err := cluster.AddReplica(ctx, "customer", "-80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica %s replaced the old primary %s", spare.Alias(), vtlocal.TabletAlias(first))
+	f.waitRowsAfter(t, ctx, w, time.Now(), 20, "after the replica was replaced")
+	killAt := time.Now()
+	if err := cluster.KillMySQL(ctx, primary.UID); err != nil {
+		t.Fatal(err)
+	}
+	back, err := cluster.EmergencyReparent(ctx, "customer", "-80", spare.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ersDone := time.Now()
+	t.Logf("mysqld of %s killed; EmergencyReparentShard onto %s done %v later",
+		primary.Alias(), back.Alias(), ersDone.Sub(killAt).Round(time.Millisecond))
+	f.waitRowsAfter(t, ctx, w, ersDone, 60, "after the emergency reparent")
+
+	w.stopWriting()
+	w.sentinels(t, ctx, sentinels)
+	want, failed := w.settle(t, ctx)
+	f.waitAll(t, ctx, "at the end", want)
+	stopReaders()
+	t.Logf("%d rows written (%d inserts failed during the reparents)", len(want), failed)
+
+	f.check(t, ctx, g, stream, want)
+	f.report(t, "PlannedReparentShard", w, prsAt, afterPRS)
+	f.report(t, "mysqld killed + EmergencyReparentShard", w, killAt, time.Now())
+	// PRS: vtgate moves the VStream to the new primary by itself within a
+	// second. ERS: vtgate keeps -80's part of the VStream on the dead
+	// primary's vttablet (up, its mysqld gone) until it gives up (0.5 s
+	// and 29 s in two runs); only then does the gateway see an error and
+	// resume.
+	if lat := f.maxLatency(w, prsAt, afterPRS); lat > 10*time.Second {
+		t.Errorf("PRS: rows written around the reparent waited up to %v", lat)
+	}
+	if lat := f.maxLatency(w, killAt, time.Now()); lat > 60*time.Second {
+		t.Errorf("ERS: rows written around the reparent waited up to %v", lat)
+	}
+	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
+		t.Errorf("%v WebSockets closed as upstream_failed", n)
+	}
+	n := metricSum(t, g, "vsg_upstream_interruptions_total", `stream="`+stream+`"`)
+	secs := metricSum(t, g, "vsg_upstream_outage_seconds_sum", `stream="`+stream+`"`)
+	t.Logf("gateway: %v interruptions of the stream's VStreams, %.1f s in all", n, secs)
+	for _, line := range strings.Split(g.log.String(), "\n") {
+		if strings.Contains(line, "upstream") || strings.Contains(line, "reparent") || strings.Contains(line, "primary") {
+			t.Logf("gateway: %.500s", line)
+		}
+	}
+}
