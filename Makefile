@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api bench-fanout
+.PHONY: build test test-faults test-deps unit e2e demo cluster-up cluster-down vet fuzz bench lint-api bench-fanout
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
@@ -29,6 +29,13 @@ vet:
 test: vet cluster-up test-deps
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null
 	VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 25m ./...
+
+# Fault tests too heavy for `make test` (minutes each): the end-to-end tests
+# guarded by VSG_FAULTS=1, e.g. a 512 MiB transaction under a 256 MiB
+# memory limit and the gateway killed inside one (VSG_BIGTXN_ROWS rows of
+# 4,000 bytes; default 131072).
+test-faults: cluster-up
+	VSG_FAULTS=1 VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 60m -run 'TestHugeTransaction' -v ./e2e/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|RESULT|_test.go'
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
 # chromium), installed here when missing and running as root.
