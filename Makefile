@@ -30,12 +30,14 @@ test: vet cluster-up test-deps
 	$(GO) test -race -count=1 -run '^$$' ./... >/dev/null
 	VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 25m ./...
 
-# Fault tests too slow or too intrusive for every run (VSG_FAULTS=1; they
-# skip otherwise): reparents of a shard with a replica tablet (≈ 2 min; as
-# root, compiles a small UDF into MariaDB's plugin directory, see
-# vtlocal/README.md).
+# Fault tests too slow, heavy or intrusive for every run (VSG_FAULTS=1;
+# they skip otherwise): reparents of a shard with a replica tablet (≈ 2 min;
+# as root, compiles a small UDF into MariaDB's plugin directory, see
+# vtlocal/README.md), a 512 MiB transaction under a 256 MiB memory limit and
+# the gateway killed inside one (VSG_BIGTXN_ROWS rows of 4,000 bytes;
+# default 131072; minutes each).
 test-faults: cluster-up
-	VSG_E2E=1 VSG_FAULTS=1 $(GO) test -race -count=1 -p 1 -timeout 30m -run 'TestReparents' -v ./e2e/
+	VSG_FAULTS=1 VSG_E2E=1 $(GO) test -race -count=1 -p 1 -timeout 60m -run 'TestReparents|TestHugeTransaction' -v ./e2e/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|RESULT|_test.go'
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
 # chromium), installed here when missing and running as root.

@@ -28,6 +28,10 @@ type gateway struct {
 	cmd  *exec.Cmd
 	log  *syncbuf.Buffer
 	done chan struct{}
+	// wrap runs the binary through a command (its arguments follow), env
+	// adds to its environment: a memory limit (bigtxn_test.go).
+	wrap []string
+	env  []string
 }
 
 // startGateway runs the binary on a free port with the given extra flags
@@ -75,6 +79,12 @@ func (g *gateway) start() {
 	g.t.Helper()
 	g.log = &syncbuf.Buffer{}
 	g.cmd = exec.Command(gatewayBin, g.args...)
+	if len(g.wrap) > 0 {
+		g.cmd = exec.Command(g.wrap[0], append(append(g.wrap[1:len(g.wrap):len(g.wrap)], gatewayBin), g.args...)...)
+	}
+	if len(g.env) > 0 {
+		g.cmd.Env = append(os.Environ(), g.env...)
+	}
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {
 		g.t.Fatal(err)

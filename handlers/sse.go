@@ -14,7 +14,8 @@ import (
 //
 // Each event is `id: <cursor>` (on the last event of a transaction only, so
 // a browser that reconnects mid-transaction resumes before it and never
-// skips part of one), `event: <type>`, `data: <json>`. The browser's
+// skips part of one; the pieces of a chunked transaction have none before
+// its last, DESIGN §3.1), `event: <type>`, `data: <json>`. The browser's
 // Last-Event-ID header resumes; for a named subscriber it is also the ack of
 // everything before it.
 func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +97,7 @@ type sseSink struct {
 func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
 	for i := range d.Events {
 		e := &d.Events[i]
-		if i == len(d.Events)-1 {
+		if i == len(d.Events)-1 && d.Cursor != "" {
 			s.w.WriteString("id: ")
 			s.w.WriteString(d.Cursor)
 			s.w.WriteByte('\n')

@@ -251,7 +251,8 @@ func (ws *wsSession) writeLoop() {
 const wsGiveUp = 2 * time.Second
 
 // writeTxn frames a transaction: one message per event, the last one
-// marked "txn_end" (only a cursor seen with txn_end is safe to ack), or
+// marked "txn_end" (only a cursor seen with txn_end is safe to ack; a
+// piece of a chunked transaction has neither until its last), or
 // with batch one message holding the JSON array of its events. A
 // transaction the token's table scope emptied sends nothing. buf is
 // scratch space, returned for reuse.
@@ -269,7 +270,7 @@ func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, er
 			buf = d.Events[i].AppendJSON(buf, d.Cursor)
 			buf = append(buf, ',')
 		}
-		buf = d.Events[last].AppendWithTxnEnd(buf, d.Cursor)
+		buf = appendLast(buf, d)
 		buf = append(buf, ']')
 		return buf, conn.text(buf)
 	}
@@ -279,6 +280,16 @@ func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, er
 			return buf, err
 		}
 	}
-	buf = d.Events[last].AppendWithTxnEnd(buf[:0], d.Cursor)
+	buf = appendLast(buf[:0], d)
 	return buf, conn.text(buf)
+}
+
+// appendLast appends a delivery's last event: with "txn_end" when it ends
+// a transaction, without when more of a chunked one follows (DESIGN §3.1).
+func appendLast(buf []byte, d *hub.Delivery) []byte {
+	e := &d.Events[len(d.Events)-1]
+	if d.Partial {
+		return e.AppendJSON(buf, d.Cursor)
+	}
+	return e.AppendWithTxnEnd(buf, d.Cursor)
 }

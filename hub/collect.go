@@ -67,6 +67,11 @@ type Collected struct {
 	// TimedOut: the wait for a first transaction with events ran out
 	// (FirstWait).
 	TimedOut bool
+	// Part numbers, from 1, the batches of one chunked transaction that
+	// SplitTxns cut to the limits (0: a batch of whole transactions).
+	// Partial: more of the transaction follows; Cursor is empty.
+	Part    int
+	Partial bool
 }
 
 // ErrWaitOver is what Next returns when its wait for a transaction with
@@ -96,6 +101,14 @@ type Collector struct {
 
 	held *Delivery
 	err  error
+
+	// split: chunked transactions are cut to the limits (SplitTxns);
+	// part counts the batches of the current one. inside: the last
+	// transaction added to a batch of whole transactions is a chunked
+	// one not yet complete.
+	split  bool
+	part   int
+	inside bool
 }
 
 // CollectOption configures a Collector.
@@ -131,6 +144,14 @@ func WaitWhile(f func() bool) CollectOption { return func(c *Collector) { c.wait
 // collector would be lost with it.
 func NoHoldBack() CollectOption { return func(c *Collector) { c.noHoldBack = true } }
 
+// SplitTxns makes a chunked transaction (DESIGN §3.1) batches of its own,
+// cut to the limits, with a cursor only on the last (Collected.Part,
+// Partial): for webhooks, whose batches must stay bounded. The cut
+// depends only on the transaction's events and the limits, so the same
+// transaction read again is cut into the same parts. Without it a
+// batch never ends inside a transaction, however large (pull pages).
+func SplitTxns() CollectOption { return func(c *Collector) { c.split = true } }
+
 // NewCollector returns a collector reading f.
 func NewCollector(f Feed, opts ...CollectOption) *Collector {
 	c := &Collector{feed: f}
@@ -160,12 +181,21 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 		return res, err
 	}
 	if d != nil {
+		if c.split && d.Chunked() {
+			return c.collectPart(ctx, b, lim, d, res)
+		}
 		c.add(b, &res, d, eventBytes(d))
 	}
 	linger := time.Now().Add(lim.Linger)
-	for !lim.full(&res) {
+	for c.inside || !lim.full(&res) {
 		c.room(lim, &res)
 		d, ok, err := c.feed.TryNext(ctx)
+		if err == nil && !ok && c.inside {
+			// The rest of a chunked transaction is on its way: a batch
+			// does not end inside one.
+			d, err = c.feed.Next(ctx)
+			ok = err == nil
+		}
 		if err == nil && !ok {
 			if time.Until(linger) <= 0 {
 				res.Drained = true
@@ -190,14 +220,72 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 		if d.Heartbeat {
 			continue
 		}
+		if c.split && d.Chunked() {
+			c.held = d // a chunked transaction is cut into batches of its own
+			break
+		}
 		n := eventBytes(d)
-		if !c.noHoldBack && lim.over(&res, len(d.Events), n) {
+		if !c.inside && !c.noHoldBack && lim.over(&res, len(d.Events), n) {
 			c.held = d
 			break
 		}
 		c.add(b, &res, d, n)
 	}
 	return res, nil
+}
+
+// collectPart makes the next batch of a chunked transaction from d on:
+// its events while they fit in lim (at least one), up to the
+// transaction's last piece. What does not fit is held for the next part.
+func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Delivery, res Collected) (Collected, error) {
+	c.part++
+	res.Part = c.part
+	for {
+		n, bytes := fit(lim, &res, d)
+		if n < len(d.Events) {
+			head, rest := *d.Txn, *d.Txn
+			head.Events, head.Partial = d.Events[:n:n], true
+			rest.Events, rest.Continued = d.Events[n:], true
+			if n > 0 {
+				c.add(b, &res, &Delivery{Txn: &head}, bytes)
+			}
+			c.held = &Delivery{Txn: &rest, Cursor: d.Cursor}
+			res.Partial = true
+			return res, nil
+		}
+		c.add(b, &res, d, bytes)
+		if !d.Partial {
+			c.part = 0
+			return res, nil
+		}
+		if lim.full(&res) {
+			res.Partial = true
+			return res, nil
+		}
+		var err error
+		if d, err = c.feed.Next(ctx); err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			c.err, res.Partial = err, true
+			return res, nil
+		}
+	}
+}
+
+// fit reports how many of d's events, from the first, fit in the batch
+// (at least one in an empty batch), and their size.
+func fit(lim Limits, res *Collected, d *Delivery) (n, bytes int) {
+	for i := range d.Events {
+		size := len(d.Events[i].JSON)
+		events := res.Events + n
+		if events > 0 && (lim.Events > 0 && events+1 > lim.Events || lim.Bytes > 0 && res.Bytes+bytes+size > lim.Bytes) {
+			break
+		}
+		n++
+		bytes += size
+	}
+	return n, bytes
 }
 
 // copySplitter is a feed that can cut a copy-phase batch to the room a
@@ -301,6 +389,7 @@ func (c *Collector) next(ctx context.Context, deadline time.Time) (d *Delivery, 
 }
 
 func (c *Collector) add(b Batch, res *Collected, d *Delivery, bytes int) {
+	c.inside = d.Partial
 	b.Add(d)
 	res.Events += len(d.Events)
 	res.Bytes += bytes

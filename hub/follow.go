@@ -27,10 +27,9 @@ import (
 // falls out of the ring (slower than the ring is long), or whose tail
 // stops, goes on privately from where it is; it never slows the tail.
 type followSource struct {
-	h    *Hub
-	def  *streams.Definition
-	spec source.Spec
-	pos  *binlogdatapb.VGtid
+	h   *Hub
+	def *streams.Definition
+	pos *binlogdatapb.VGtid
 
 	t       *tail // held from creation to Close
 	ring    *ring // set while following the tail
@@ -44,6 +43,10 @@ type followSource struct {
 	// join: a reader far behind does not try after every transaction.
 	sinceJoinCheck int
 	lastJoinCheck  time.Time
+	// open counts the events of a chunked transaction delivered so far
+	// (DESIGN §3.1): the reader is inside it, cannot change sources at
+	// will, and a private VStream taking over skips that many.
+	open int
 }
 
 // A catch-up tries to join the tail every joinCheckEvery transactions, and
@@ -58,8 +61,7 @@ const (
 func (h *Hub) follow(def *streams.Definition, pos *binlogdatapb.VGtid) *followSource {
 	return &followSource{
 		h: h, def: def, pos: pos,
-		spec: source.Spec{Name: def.Name, Keyspace: def.Keyspace, Rules: def.VitessRules()},
-		t:    h.acquireTail(def),
+		t: h.acquireTail(def),
 	}
 }
 
@@ -72,7 +74,7 @@ func joinable(pos *binlogdatapb.VGtid) bool {
 
 // tryJoin moves the reader onto the tail if its ring covers pos.
 func (f *followSource) tryJoin() bool {
-	if f.t == nil || !joinable(f.pos) {
+	if f.t == nil || f.open > 0 || !joinable(f.pos) {
 		return false
 	}
 	r := f.t.current()
@@ -83,6 +85,15 @@ func (f *followSource) tryJoin() bool {
 	if !ok {
 		return false
 	}
+	before := r.before(seq)
+	aligned := before != nil && position.Of(f.pos).Identical(position.Of(before))
+	if !aligned {
+		// Joining at a chunked transaction out of step would only leave
+		// again at once (unaligned): stay on the VStream past it.
+		if e, _ := r.get(context.Background(), seq, false); e != nil && e.txn.Partial && !e.txn.Continued {
+			return false
+		}
+	}
 	if f.private != nil {
 		f.private.Close()
 		f.private = nil
@@ -90,18 +101,19 @@ func (f *followSource) tryJoin() bool {
 	} else {
 		metrics.TailJoins(f.def.Name, "direct")
 	}
-	f.ring, f.seq = r, seq
-	head, next := r.head()
-	f.aligned = seq == next && position.Of(f.pos).Identical(position.Of(head))
+	f.ring, f.seq, f.aligned = r, seq, aligned
 	return true
 }
 
 // leave continues privately after the tail could not serve the reader.
 func (f *followSource) leave(err error) {
 	reason := "tail_stopped"
-	if errors.Is(err, errFellOff) {
+	switch {
+	case errors.Is(err, errChunkUnaligned):
+		reason = "chunked_txn"
+	case errors.Is(err, errFellOff):
 		reason = "fell_behind"
-		f.h.log.Info("reader fell behind the stream tail's history; continuing on a VStream of its own", "stream", f.def.Name)
+		f.h.log.Info("reader fell behind the stream tail's history; continuing on a VStream of its own", "stream", f.def.Name, "inside_txn_events", f.open)
 	}
 	metrics.TailLeaves(f.def.Name, reason)
 	f.ring = nil
@@ -119,9 +131,13 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 				f.leave(err)
 				continue
 			}
+			if f.unaligned(e) {
+				f.leave(errChunkUnaligned)
+				continue
+			}
 			f.seq++
 			if txn, ok := f.take(e); ok {
-				return txn, nil
+				return f.count(txn), nil
 			}
 			continue
 		}
@@ -131,7 +147,7 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 			if f.tryJoin() {
 				continue
 			}
-			f.private = f.h.openStream(f.h.ctx, f.def, f.pos)
+			f.openPrivate()
 		} else if f.sinceJoinCheck >= joinCheckEvery || f.private.Buffered() == 0 && time.Since(f.lastJoinCheck) >= joinCheckIdle {
 			f.sinceJoinCheck, f.lastJoinCheck = 0, time.Now()
 			if f.tryJoin() {
@@ -150,8 +166,42 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 		if !txn.Heartbeat {
 			f.pos = txn.VGtid
 		}
-		return txn, nil
+		return f.count(txn), nil
 	}
+}
+
+// errChunkUnaligned: the tail's next entry starts a chunked transaction
+// and the reader's position is not the tail's (DESIGN §5.3). Whether the
+// reader has that transaction is decided by the position after it, which
+// comes with its last piece: the reader reads on privately instead, from
+// its own position, where vtgate sends it exactly what it lacks.
+var errChunkUnaligned = errors.New("hub: a chunked transaction on the tail, reader not in step")
+
+// unaligned reports whether e starts a chunked transaction the reader
+// cannot take on the tail.
+func (f *followSource) unaligned(e *ringEntry) bool {
+	return e.txn.Partial && !e.txn.Continued && !f.aligned
+}
+
+// count keeps track of how much of a chunked transaction was delivered.
+func (f *followSource) count(txn *source.Txn) *source.Txn {
+	switch {
+	case txn.Partial:
+		f.open += len(txn.Events)
+	case !txn.Heartbeat:
+		f.open = 0
+	}
+	return txn
+}
+
+// openPrivate starts the reader's own VStream at its position; inside a
+// chunked transaction it skips the events delivered already.
+func (f *followSource) openPrivate() {
+	var opts []source.ReadOption
+	if f.open > 0 {
+		opts = append(opts, source.ResumeInTxn(f.open))
+	}
+	f.private = f.h.openStream(f.h.ctx, f.def, f.pos, opts...)
 }
 
 // errJoinCheckDue ends a wait on the catch-up VStream that has gone on
@@ -185,9 +235,13 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 			if e == nil {
 				return nil, false, nil
 			}
+			if f.unaligned(e) {
+				f.leave(errChunkUnaligned)
+				continue
+			}
 			f.seq++
 			if txn, ok := f.take(e); ok {
-				return txn, true, nil
+				return f.count(txn), true, nil
 			}
 			continue
 		}
@@ -195,7 +249,7 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 			if f.tryJoin() {
 				continue
 			}
-			f.private = f.h.openStream(f.h.ctx, f.def, f.pos)
+			f.openPrivate()
 		}
 		txn, ok, err := f.private.TryNext()
 		if ok {
@@ -204,6 +258,7 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 			if !txn.Heartbeat {
 				f.pos = txn.VGtid
 			}
+			f.count(txn)
 		}
 		return txn, ok, err
 	}
@@ -228,7 +283,7 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 		f.aligned = position.Of(f.pos).Identical(position.Of(e.after))
 	}
 	f.tok = ""
-	if f.aligned {
+	if f.aligned && !e.txn.Partial {
 		f.tok, _ = e.token(func(v *binlogdatapb.VGtid) (string, error) {
 			return f.h.Token(context.Background(), f.def, v)
 		})

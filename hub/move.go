@@ -53,16 +53,18 @@ type movingSource struct {
 	cut   *streams.Move // the move being crossed
 	out   []*source.Txn // notices to deliver first
 	ctx   context.Context
+	opts  []source.ReadOption // for the first VStream only (resuming inside a transaction)
 }
 
 // openStream returns the VStream of def from pos: a movingSource when the
-// hub follows moves, else a plain reader.
-func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) txnSource {
+// hub follows moves, else a plain reader. opts apply to the VStream opened
+// at pos, not to the target keyspace's after a move.
+func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
 	ks := keyspaceOf(pos, def.Keyspace)
 	if h.mover == nil {
-		return h.src.Open(ctx, h.spec(def, ks), pos)
+		return h.src.Open(ctx, h.spec(def, ks), pos, opts...)
 	}
-	m := &movingSource{h: h, def: def, pos: pos, ks: ks, ctx: ctx}
+	m := &movingSource{h: h, def: def, pos: pos, ks: ks, ctx: ctx, opts: opts}
 	if joinable(pos) {
 		m.entry = pos
 	}
@@ -151,7 +153,8 @@ func (m *movingSource) applicable(ctx context.Context) (*streams.Move, error) {
 
 func (m *movingSource) open() {
 	if m.r == nil {
-		m.r = m.h.src.Open(m.ctx, m.h.spec(m.def, m.ks), m.pos)
+		m.r = m.h.src.Open(m.ctx, m.h.spec(m.def, m.ks), m.pos, m.opts...)
+		m.opts = nil
 	}
 }
 

@@ -37,6 +37,10 @@ type ringEntry struct {
 	// one for a transaction, none for heartbeats and control events.
 	moved  []string
 	weight int
+	// start is the seq of the first piece of the chunked transaction the
+	// entry is a piece of (DESIGN §3.1), its own seq otherwise: a reader
+	// joins only where a transaction starts.
+	start uint64
 
 	tokOnce sync.Once
 	tok     string
@@ -67,6 +71,10 @@ type ring struct {
 	segments []uint64
 	wake     chan struct{} // closed and replaced at every append and at close
 	err      error         // set when the tail stopped
+	// open is set while the newest entry is a Partial piece: the tail is
+	// inside a chunked transaction whose first piece is openStart.
+	open      bool
+	openStart uint64
 }
 
 func newRing(maxBytes, maxCount int, start *binlogdatapb.VGtid) *ring {
@@ -81,6 +89,11 @@ func (r *ring) append(txn *source.Txn, after *binlogdatapb.VGtid, moved []string
 		seq: r.first + uint64(len(r.entries)), txn: txn,
 		before: r.pos, after: after, moved: moved, weight: txn.Weight(),
 	}
+	e.start = e.seq
+	if txn.Continued && r.open {
+		e.start = r.openStart
+	}
+	r.open, r.openStart = txn.Partial, e.start
 	if len(r.entries) > 0 && !sameShards(e.before, r.entries[len(r.entries)-1].before) {
 		r.segments = append(r.segments, e.seq)
 	}
@@ -163,6 +176,21 @@ func (r *ring) available(seq uint64) int {
 	return int(next - seq)
 }
 
+// before returns the tail's position before entry seq (its head position
+// for the next entry), or nil when seq is not in the ring.
+func (r *ring) before(seq uint64) *binlogdatapb.VGtid {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	next := r.first + uint64(len(r.entries))
+	switch {
+	case seq == next:
+		return r.pos
+	case seq >= r.first && seq < next:
+		return r.entries[seq-r.first].before
+	}
+	return nil
+}
+
 // head returns the tail's current position and the seq of the next entry.
 func (r *ring) head() (*binlogdatapb.VGtid, uint64) {
 	r.mu.RLock()
@@ -196,8 +224,20 @@ func (r *ring) joinAt(pos *binlogdatapb.VGtid) (uint64, bool) {
 		return reader.Len() == p.Len() && reader.Covers(p)
 	}
 	next := r.first + uint64(len(r.entries))
+	// A reader joins where a transaction starts, never between the
+	// pieces of a chunked one: it gets the transaction from its first
+	// piece, or privately when that was evicted.
+	at := func(seq uint64) (uint64, bool) {
+		switch {
+		case seq == next && r.open:
+			seq = r.openStart
+		case seq < next:
+			seq = r.entries[seq-r.first].start
+		}
+		return seq, seq >= r.first
+	}
 	if covers(r.pos) {
-		return next, true
+		return at(next)
 	}
 	// Within a segment positions only grow, so the entries whose start pos
 	// covers form a prefix of it: find its end, newest segment first.
@@ -209,7 +249,7 @@ func (r *ring) joinAt(pos *binlogdatapb.VGtid) (uint64, bool) {
 		}
 		n := int(hi - lo)
 		i := sort.Search(n, func(i int) bool { return !covers(r.entries[int(lo-r.first)+i].before) })
-		return lo + uint64(i-1), true
+		return at(lo + uint64(i-1))
 	}
 	return 0, false
 }

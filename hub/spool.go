@@ -21,6 +21,10 @@ type spoolEntry struct {
 	V  []byte       `json:"v"` // VGtid after the transaction (protobuf)
 	TS int64        `json:"ts,omitempty"`
 	E  []spoolEvent `json:"e"`
+	// P and C are a chunked transaction's piece marks (DESIGN §3.1):
+	// a spool keeps the pieces as they came.
+	P bool `json:"p,omitempty"`
+	C bool `json:"c,omitempty"`
 }
 
 type spoolEvent struct {
@@ -37,7 +41,7 @@ func encodeSpoolEntry(t *source.Txn) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := spoolEntry{V: v, TS: t.CommitTS, E: make([]spoolEvent, len(t.Events))}
+	e := spoolEntry{V: v, TS: t.CommitTS, E: make([]spoolEvent, len(t.Events)), P: t.Partial, C: t.Continued}
 	for i := range t.Events {
 		ev := &t.Events[i]
 		e.E[i] = spoolEvent{T: ev.Type, O: ev.Op, K: ev.Keyspace, S: ev.Shard, N: ev.Table, J: ev.AppendJSON(nil, "")}
@@ -54,7 +58,7 @@ func decodeSpoolEntry(b []byte) (*source.Txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &source.Txn{VGtid: v.VGtid(), CommitTS: e.TS, Events: make([]event.Event, len(e.E))}
+	t := &source.Txn{VGtid: v.VGtid(), CommitTS: e.TS, Events: make([]event.Event, len(e.E)), Partial: e.P, Continued: e.C}
 	for i, se := range e.E {
 		j := []byte(se.J)
 		if len(j) == 0 || j[len(j)-1] != '}' {

@@ -12,7 +12,8 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
-// Delivery is one transaction and the cursor token right after it.
+// Delivery is one transaction and the cursor token right after it, or a
+// piece of a chunked transaction (Partial: no cursor yet).
 type Delivery struct {
 	*source.Txn
 	Cursor string
@@ -53,6 +54,9 @@ func (s *Subscription) SplitCopy(n int) { s.copyRows = n }
 
 // cut returns the part of txn to deliver now and keeps the rest.
 func (s *Subscription) cut(txn *source.Txn) *source.Txn {
+	if txn.Chunked() {
+		return txn
+	}
 	if first, rest, ok := splitCopy(txn, s.copyRows); ok {
 		s.rest = rest
 		return first
@@ -195,6 +199,11 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	}
 	if txn.Heartbeat && s.token != "" {
 		return &Delivery{Txn: txn, Cursor: s.token}, nil
+	}
+	if txn.Partial {
+		// A piece of a chunked transaction has no cursor: the position
+		// stays before the transaction until its last piece (DESIGN §3.1).
+		return &Delivery{Txn: txn}, nil
 	}
 	tok := ""
 	if ts, ok := s.r.(tokenSource); ok {

@@ -34,10 +34,23 @@ type assembler struct {
 	// transactions tend to be alike, and growing a slice of 1,000 events
 	// one ROW event at a time copies it over and over.
 	lastRows int
+	// chunk is the size in encoded bytes past which the transaction being
+	// read is handed out in pieces (DESIGN §3.1); curBytes is what the
+	// current piece holds.
+	chunk, curBytes int
+	// skip is how many events of the first transaction were delivered
+	// already (the attempt resumes a chunked transaction that an earlier
+	// attempt handed out in part): they are dropped, and that
+	// transaction's first piece is marked Continued.
+	skip   int
+	resume bool
 }
 
-func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook) *assembler {
+func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook, chunk, skip int) *assembler {
 	return &assembler{
+		chunk:   chunk,
+		skip:    skip,
+		resume:  skip > 0,
 		hook:    hook,
 		spec:    spec,
 		schema:  schema,
@@ -60,14 +73,18 @@ func (e *ProtocolError) Error() string { return "source: unexpected VStream sequ
 func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, error) {
 	switch ev.Type {
 	case binlogdatapb.VEventType_BEGIN:
-		a.cur = &Txn{CommitTS: ev.Timestamp}
+		a.cur = &Txn{CommitTS: ev.Timestamp, Continued: a.resume}
+		a.resume, a.curBytes = false, 0
 		if a.lastRows > 0 {
 			a.cur.Events = make([]event.Event, 0, min(a.lastRows, 1024))
 		}
 	case binlogdatapb.VEventType_FIELD:
 		return nil, a.field(ctx, ev)
 	case binlogdatapb.VEventType_ROW:
-		return nil, a.row(ev)
+		if err := a.row(ev); err != nil {
+			return nil, err
+		}
+		return a.piece(), nil
 	case binlogdatapb.VEventType_VGTID:
 		if a.cur != nil {
 			a.cur.VGtid = ev.Vgtid
@@ -86,6 +103,9 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 			t.VGtid = a.pos
 		}
 		a.lastRows = len(t.Events)
+		if t = a.trim(t); t == nil {
+			return nil, nil
+		}
 		return a.emit(t), nil
 	case binlogdatapb.VEventType_ROLLBACK:
 		a.cur = nil
@@ -197,8 +217,47 @@ func (a *assembler) row(ev *binlogdatapb.VEvent) error {
 			e.CopyKey = a.keys[re.Shard+"/"+table].copyKey(rc.After)
 		}
 		a.cur.Events = append(a.cur.Events, e)
+		a.curBytes += len(e.JSON)
 	}
 	return nil
+}
+
+// piece hands out what the current transaction holds once it is past the
+// chunk size: a Partial Txn at the position before the transaction, so
+// that neither the gateway nor vtgate (TransactionChunkSize) holds a whole
+// huge transaction. Copy-phase batches are not cut here (their pieces get
+// cursors of their own, hub/split.go), nor a transaction carrying a journal.
+func (a *assembler) piece() *Txn {
+	c := a.cur
+	if a.chunk <= 0 || c == nil || a.curBytes < a.chunk || a.pos == nil || c.Journal != nil ||
+		len(c.Events) < 2 || c.Events[0].Op == event.OpSnapshot {
+		return nil
+	}
+	// The newest event stays behind, so that the last piece, the one with
+	// the cursor, always has an event to carry it (txn_end, SSE id:).
+	n := len(c.Events)
+	t := &Txn{Events: c.Events[: n-1 : n-1], CommitTS: c.CommitTS, VGtid: a.pos, Partial: true, Continued: c.Continued, Received: time.Now()}
+	last := c.Events[n-1]
+	c.Events = append(make([]event.Event, 0, n), last)
+	c.Continued, a.curBytes = true, len(last.JSON)
+	return a.trim(t)
+}
+
+// trim drops the events an earlier attempt delivered already from a
+// resumed chunked transaction's pieces; a piece left empty is not
+// delivered (the last one is: it carries the position after the
+// transaction).
+func (a *assembler) trim(t *Txn) *Txn {
+	if a.skip == 0 {
+		return t
+	}
+	n := min(a.skip, len(t.Events))
+	t.Events = t.Events[n:]
+	a.skip -= n
+	if t.Partial && len(t.Events) == 0 {
+		return nil
+	}
+	return t
 }
 
 // journalEvent announces a reshard cutover once, however many participants

@@ -24,7 +24,14 @@ type ReadOption func(*readOptions)
 
 type readOptions struct {
 	stopOnReshard bool
+	skip          int
 }
+
+// ResumeInTxn opens the stream at a position right before a chunked
+// transaction of which the caller has n events already (it read them
+// elsewhere, DESIGN §3.1): those are dropped, and the first piece
+// delivered is marked Continued.
+func ResumeInTxn(n int) ReadOption { return func(o *readOptions) { o.skip = n } }
 
 // StopOnReshard ends the stream after the first reshard JOURNAL (used to
 // capture an old shard's remaining events before it is deleted).
@@ -47,6 +54,10 @@ type Reader struct {
 	done   chan struct{}
 	err    error   // terminal error, set once Next has returned it
 	down   *outage // set while the VStream waits for vtgate (run's goroutine only)
+	// open counts the events of a chunked transaction delivered so far
+	// (run's goroutine only): an attempt after a failure resumes before
+	// the transaction and skips them.
+	open int
 }
 
 // Open starts streaming spec from position from. Failures are reported by
@@ -65,6 +76,7 @@ func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, 
 	for _, o := range opts {
 		o(&r.opts)
 	}
+	r.open = r.opts.skip
 	go r.run(ctx, from)
 	return r
 }
@@ -130,6 +142,11 @@ func (r *Reader) flags() *vtgatepb.VStreamFlags {
 		// One keyspace per stream: table names need no keyspace prefix,
 		// and vtgate then skips a clone of every ROW and FIELD event.
 		ExcludeKeyspaceFromTableName: true,
+		// vtgate would otherwise assemble every transaction whole before
+		// sending it; past this size it streams one in contiguous chunks
+		// (no other shard's events in between), as the assembler hands
+		// it on (DESIGN §3.1).
+		TransactionChunkSize: int64(r.c.opts.chunkBytes),
 	}
 }
 
@@ -187,7 +204,7 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	if err != nil {
 		return pos, false, noJournal, err
 	}
-	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal)
+	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal, r.c.opts.chunkBytes, r.open)
 	progressed, journal := false, noJournal
 	for {
 		evs, err := vs.Recv()
@@ -206,6 +223,17 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 			}
 			if txn == nil {
 				continue
+			}
+			if r.open > 0 && !txn.Continued {
+				if len(txn.Events) > 0 {
+					return asm.pos, progressed, journal, &ProtocolError{Msg: "a resumed chunked transaction did not come first"}
+				}
+				continue // a position or heartbeat before the resumed transaction: nothing new
+			}
+			if txn.Partial {
+				r.open += len(txn.Events)
+			} else {
+				r.open = 0
 			}
 			if txn.Journal != nil && journal != journalDone {
 				journal = journalSeen

@@ -62,7 +62,19 @@ type Txn struct {
 	Heartbeat bool
 	// Received is when the gateway read the last event of the transaction.
 	Received time.Time
+	// Partial marks a piece of a transaction larger than the chunk size
+	// (DESIGN §3.1): more of it follows, and VGtid is the position before
+	// the transaction, not a cursor. The last piece has Partial false,
+	// Continued true and the position after the whole transaction.
+	Partial bool
+	// Continued marks a piece that follows earlier pieces of the same
+	// transaction (the middle and last pieces of a chunked transaction).
+	Continued bool
 }
+
+// Chunked reports whether the transaction is delivered in pieces and this
+// is one of them.
+func (t *Txn) Chunked() bool { return t.Partial || t.Continued }
 
 // Rows reports the number of change events.
 func (t *Txn) Rows() int { return len(t.Events) }
@@ -94,6 +106,7 @@ type options struct {
 	heartbeat    time.Duration
 	queueTxns    int
 	readAhead    int
+	chunkBytes   int
 	maxRetryWait time.Duration
 	onJournal    JournalHook
 }
@@ -129,6 +142,13 @@ func WithQueue(n int) Option { return func(o *options) { o.queueTxns = n } }
 // ahead of its consumer (default 4 MiB), whatever the transaction count.
 func WithReadAhead(bytes int) Option { return func(o *options) { o.readAhead = bytes } }
 
+// WithChunkBytes sets the size, in bytes of encoded events, past which a
+// transaction is delivered in pieces as it arrives instead of whole
+// (default: a quarter of the read-ahead, at least 64 KiB). vtgate is asked
+// to stream such transactions in chunks too (TransactionChunkSize), so
+// that neither holds a whole huge transaction in memory.
+func WithChunkBytes(bytes int) Option { return func(o *options) { o.chunkBytes = bytes } }
+
 // WithMaxRetryWait bounds the backoff between reconnect attempts.
 func WithMaxRetryWait(d time.Duration) Option { return func(o *options) { o.maxRetryWait = d } }
 
@@ -144,6 +164,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.chunkBytes <= 0 {
+		o.chunkBytes = max(o.readAhead/4, 64<<10)
 	}
 	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait))
 	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(dialOpts, o.dialOpts...)...), addr)

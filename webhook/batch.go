@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base32"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,10 @@ type batch struct {
 	body        []byte
 	firstRecv   time.Time // when the gateway read the first transaction
 	firstCommit int64     // its commit time (Unix seconds; 0 in a copy phase)
+	// part numbers the batches of one chunked transaction from 1 (0: whole
+	// transactions); more: parts of it follow, and there is no cursor.
+	part int
+	more bool
 }
 
 // add appends one transaction.
@@ -76,11 +81,16 @@ func (b *batch) add(d *hub.Delivery) {
 //
 //	{"type":"changes","id":"msg_…","webhook":"wh_…","stream":"…","cursor":"…","events":[…]}
 //
+// A part of a chunked transaction carries "part" (from 1), and all but the
+// last "more":true and no cursor:
+//
+//	{"type":"changes","id":"msg_…","webhook":"wh_…","stream":"…","part":1,"more":true,"events":[…]}
+//
 // The body holds nothing that changes between attempts (no send time): a
 // retry is byte-for-byte the same message.
 func (b *batch) finish(webhookID, stream, id string) {
 	if id == "" {
-		id = messageID(webhookID, b.start, b.end)
+		id = messageID(webhookID, b.start, b.end, b.part)
 	}
 	b.id = id
 	out := make([]byte, 0, len(b.buf)+len(b.cursor)+len(stream)+128)
@@ -90,9 +100,20 @@ func (b *batch) finish(webhookID, stream, id string) {
 	out = append(out, webhookID...)
 	out = append(out, `","stream":"`...)
 	out = append(out, stream...) // stream names are [A-Za-z0-9_.-]: no escaping needed
-	out = append(out, `","cursor":"`...)
-	out = append(out, b.cursor...)
-	out = append(out, `","events":[`...)
+	out = append(out, '"')
+	if b.cursor != "" {
+		out = append(out, `,"cursor":"`...)
+		out = append(out, b.cursor...)
+		out = append(out, '"')
+	}
+	if b.part > 0 {
+		out = append(out, `,"part":`...)
+		out = strconv.AppendInt(out, int64(b.part), 10)
+	}
+	if b.more {
+		out = append(out, `,"more":true`...)
+	}
+	out = append(out, `,"events":[`...)
 	out = append(out, b.buf...)
 	out = append(out, "]}"...)
 	b.body, b.buf = out, nil
@@ -101,9 +122,11 @@ func (b *batch) finish(webhookID, stream, id string) {
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // messageID derives a batch's webhook-id from the webhook and the
-// positions it spans, so that a batch rebuilt by another replica after a
-// takeover gets the id the receiver may already have seen.
-func messageID(webhookID string, start, end *binlogdatapb.VGtid) string {
+// positions it spans (and, for a part of a chunked transaction, which
+// part: every part but the last spans nothing), so that a batch rebuilt by
+// another replica after a takeover, or a transaction read again after a
+// restart, gets the id the receiver may already have seen.
+func messageID(webhookID string, start, end *binlogdatapb.VGtid, part int) string {
 	h := sha256.New()
 	h.Write([]byte(webhookID))
 	h.Write([]byte{0})
@@ -112,5 +135,9 @@ func messageID(webhookID string, start, end *binlogdatapb.VGtid) string {
 	h.Write([]byte{0})
 	b, _ = position.Of(end).Marshal()
 	h.Write(b)
+	if part > 0 {
+		h.Write([]byte{0})
+		h.Write(strconv.AppendInt(nil, int64(part), 10))
+	}
 	return "msg_" + strings.ToLower(idEncoding.EncodeToString(h.Sum(nil)[:16]))
 }

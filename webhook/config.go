@@ -47,14 +47,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 const (
 	DefaultBatchMaxEvents = 100
 	MaxBatchMaxEvents     = 10000
-	DefaultBatchMaxWait   = 0
-	MaxBatchMaxWait       = time.Minute
-	DefaultMaxAttempts    = 12
-	MaxMaxAttempts        = 1000
-	DefaultTimeout        = 10 * time.Second
-	MinTimeout            = 100 * time.Millisecond
-	MaxTimeout            = 2 * time.Minute
-	maxURLLen             = 2048
+	// BatchMaxBytes bounds a batch's events in encoded bytes: a batch of
+	// whole transactions ends before one that would pass it, and a
+	// chunked transaction (DESIGN §3.1) is cut into parts of at most
+	// this size (or batch_max_events), the cursor on the last.
+	BatchMaxBytes       = 4 << 20
+	DefaultBatchMaxWait = 0
+	MaxBatchMaxWait     = time.Minute
+	DefaultMaxAttempts  = 12
+	MaxMaxAttempts      = 1000
+	DefaultTimeout      = 10 * time.Second
+	MinTimeout          = 100 * time.Millisecond
+	MaxTimeout          = 2 * time.Minute
+	maxURLLen           = 2048
 	// DefaultSecretGrace is how long a rotated-out secret keeps signing.
 	DefaultSecretGrace = 24 * time.Hour
 	MaxSecretGrace     = 30 * 24 * time.Hour

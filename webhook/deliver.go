@@ -115,7 +115,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 	// heartbeats (every second) and transactions the filter emptied would
 	// otherwise keep a webhook that matches nothing from ever storing the
 	// position it has read up to.
-	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle))
+	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle), hub.SplitTxns())
 	for {
 		b, err := ss.collect(ctx)
 		if err != nil {
@@ -152,7 +152,9 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	if !targetEnd.IsZero() {
 		err = ss.rebuild(ctx, b, targetEnd)
 	} else {
-		_, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Linger: wh.BatchMaxWait.D()})
+		var res hub.Collected
+		res, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Bytes: BatchMaxBytes, Linger: wh.BatchMaxWait.D()})
+		b.part, b.more = res.Part, res.Partial
 	}
 	if err != nil {
 		return nil, err
