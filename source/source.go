@@ -95,6 +95,7 @@ type options struct {
 	queueTxns    int
 	readAhead    int
 	maxRetryWait time.Duration
+	stallTimeout time.Duration
 	onJournal    JournalHook
 }
 
@@ -122,6 +123,19 @@ func WithTabletType(t topodatapb.TabletType) Option { return func(o *options) { 
 // WithHeartbeat sets how often vtgate sends a heartbeat on an idle stream.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
+// WithStallTimeout sets how long a VStream may stay silent — no event, not
+// even a heartbeat — before it is cancelled and reopened from its last
+// transaction (DESIGN §11 rule 5); 0 turns stall detection off. It only
+// applies with heartbeats on (WithHeartbeat of a second or more), and
+// should be several heartbeat intervals. Default DefaultStallTimeout.
+func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stallTimeout = d } }
+
+// DefaultStallTimeout is ten heartbeat intervals at the default heartbeat
+// of 1 s: long enough for a vtgate slowed by a busy host, short enough
+// that readers notice a dead network long before TCP would (its
+// retransmissions give up after about 15 minutes).
+const DefaultStallTimeout = 10 * time.Second
+
 // WithQueue sets how many transactions a reader buffers ahead of its consumer.
 func WithQueue(n int) Option { return func(o *options) { o.queueTxns = n } }
 
@@ -141,11 +155,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		queueTxns:    512,
 		readAhead:    4 << 20,
 		maxRetryWait: 5 * time.Second,
+		stallTimeout: DefaultStallTimeout,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait))
+	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait), keepaliveOptions())
 	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(dialOpts, o.dialOpts...)...), addr)
 	if err != nil {
 		return nil, fmt.Errorf("source: dial vtgate %s: %w", addr, err)
