@@ -46,11 +46,13 @@ func (r *Reader) lost(err error, wait time.Duration) {
 		log.Debug("upstream still failing; retrying", "err", err, "retry_in", wait, "unavailable_for", time.Since(o.since).Round(time.Millisecond))
 		return
 	}
-	// A stall began with the silence, not when it was noticed: the outage
-	// (its log line and metric) counts from the last thing vtgate sent.
-	since := time.Now()
-	if stall != nil {
-		since = stall.Since
+	// An outage began with the silence, not when it was noticed (a stall
+	// after the stall timeout, a dead connection after TCP or keepalive
+	// gave up): it counts from the start of the failed wait for vtgate —
+	// its last answer, at most a heartbeat interval before trouble.
+	since := r.waitFrom
+	if since.IsZero() {
+		since = time.Now()
 	}
 	o := &outage{since: since, lastErr: err}
 	o.ended = metrics.UpstreamLost(r.spec.Name, o.since)

@@ -47,6 +47,10 @@ type Reader struct {
 	done   chan struct{}
 	err    error   // terminal error, set once Next has returned it
 	down   *outage // set while the VStream waits for vtgate (run's goroutine only)
+	// waitFrom is when the current wait for vtgate began: the last
+	// answer received, or the start of the attempt, or the reader's return
+	// from its consumer (run's goroutine only). An outage began then.
+	waitFrom time.Time
 }
 
 // Open starts streaming spec from position from. Failures are reported by
@@ -206,7 +210,8 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		}
 		return err
 	}
-	watch.waiting(time.Now())
+	r.waitFrom = time.Now()
+	watch.waiting(r.waitFrom)
 	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
 	if err != nil {
 		watch.received()
@@ -216,7 +221,8 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	progressed, journal := false, noJournal
 	for first := true; ; first = false {
 		if !first {
-			watch.waiting(time.Now())
+			r.waitFrom = time.Now()
+			watch.waiting(r.waitFrom)
 		}
 		evs, err := vs.Recv()
 		if !watch.received() {
