@@ -27,6 +27,18 @@ var stallTools = []string{"iptables", "ip6tables"}
 
 func stallComment(port int) string { return "vsg-e2e-stall-" + strconv.Itoa(port) }
 
+// stallTool finds tool on PATH or in /usr/sbin (not on every root's
+// PATH); "" when it is not installed.
+func stallTool(tool string) string {
+	if p, err := exec.LookPath(tool); err == nil {
+		return p
+	}
+	if p, err := exec.LookPath("/usr/sbin/" + tool); err == nil {
+		return p
+	}
+	return ""
+}
+
 // needNetStall skips the test when it cannot make a stall: not root, or
 // iptables missing (.ci/run installs it). Under CI=1 that is a failure: a
 // fresh CI machine must run the test.
@@ -37,7 +49,7 @@ func needNetStall(t *testing.T) {
 		why = "not root (iptables needs it)"
 	}
 	for _, tool := range stallTools {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
+		if stallTool(tool) == "" && why == "" {
 			why = tool + " is not installed (apt-get install iptables)"
 		}
 	}
@@ -69,7 +81,7 @@ func stallPort(t *testing.T, ctx context.Context, port int) (heal func()) {
 		for _, dir := range []string{"--dport", "--sport"} {
 			args := []string{"-w", "5", "-I", "INPUT", "-i", "lo", "-p", "tcp", dir, strconv.Itoa(port),
 				"-m", "comment", "--comment", comment, "-j", "DROP"}
-			if out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput(); err != nil {
+			if out, err := exec.CommandContext(ctx, stallTool(tool), args...).CombinedOutput(); err != nil {
 				heal()
 				t.Fatalf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out)
 			}
@@ -83,7 +95,7 @@ func removeStallRules(t *testing.T, port int) {
 	t.Helper()
 	comment := stallComment(port)
 	for _, tool := range stallTools {
-		out, err := exec.Command(tool, "-w", "5", "-S", "INPUT").CombinedOutput()
+		out, err := exec.Command(stallTool(tool), "-w", "5", "-S", "INPUT").CombinedOutput()
 		if err != nil {
 			t.Errorf("%s -S INPUT: %v: %s", tool, err, out)
 			continue
@@ -94,7 +106,7 @@ func removeStallRules(t *testing.T, port int) {
 				continue
 			}
 			args := append([]string{"-w", "5", "-D"}, f[1:]...)
-			if out, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+			if out, err := exec.Command(stallTool(tool), args...).CombinedOutput(); err != nil {
 				t.Errorf("remove the stall rule %q: %v: %s", line, err, out)
 			}
 		}
@@ -114,7 +126,7 @@ func containsComment(fields []string, comment string) bool {
 func stallRules(port int) (int, error) {
 	n := 0
 	for _, tool := range stallTools {
-		out, err := exec.Command(tool, "-w", "5", "-S", "INPUT").CombinedOutput()
+		out, err := exec.Command(stallTool(tool), "-w", "5", "-S", "INPUT").CombinedOutput()
 		if err != nil {
 			return 0, fmt.Errorf("%s -S INPUT: %v: %s", tool, err, out)
 		}
