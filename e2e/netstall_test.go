@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -93,11 +95,25 @@ func stallPort(t *testing.T, ctx context.Context, port int) (heal func()) {
 // removeStallRules deletes every INPUT rule carrying port's stall comment.
 func removeStallRules(t *testing.T, port int) {
 	t.Helper()
+	if err := clearStallRules(port); err != nil {
+		t.Error(err)
+	}
+}
+
+// clearStallRules deletes every INPUT rule carrying port's stall comment.
+// TestMain calls it too: a run killed during a stall must not leave the
+// next one without vtgate.
+func clearStallRules(port int) error {
 	comment := stallComment(port)
+	var errs []error
 	for _, tool := range stallTools {
-		out, err := exec.Command(stallTool(tool), "-w", "5", "-S", "INPUT").CombinedOutput()
+		path := stallTool(tool)
+		if path == "" || os.Geteuid() != 0 {
+			continue // no rules could have been made
+		}
+		out, err := exec.Command(path, "-w", "5", "-S", "INPUT").CombinedOutput()
 		if err != nil {
-			t.Errorf("%s -S INPUT: %v: %s", tool, err, out)
+			errs = append(errs, fmt.Errorf("%s -S INPUT: %v: %s", tool, err, out))
 			continue
 		}
 		for _, line := range strings.Split(string(out), "\n") {
@@ -106,11 +122,12 @@ func removeStallRules(t *testing.T, port int) {
 				continue
 			}
 			args := append([]string{"-w", "5", "-D"}, f[1:]...)
-			if out, err := exec.Command(stallTool(tool), args...).CombinedOutput(); err != nil {
-				t.Errorf("remove the stall rule %q: %v: %s", line, err, out)
+			if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("remove the stall rule %q: %v: %s", line, err, out))
 			}
 		}
 	}
+	return errors.Join(errs...)
 }
 
 func containsComment(fields []string, comment string) bool {
@@ -146,4 +163,18 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// clearVtgateStall removes what a run killed during a stall of this
+// cluster's vtgate left.
+func clearVtgateStall() error {
+	_, portText, err := net.SplitHostPort(cluster.VtgateAddr())
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return err
+	}
+	return clearStallRules(port)
 }
