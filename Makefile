@@ -41,11 +41,17 @@ test-faults: cluster-up
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
 # chromium), installed here when missing and running as root.
+# The network stall test (e2e TestVtgateNetworkStall) drops packets with
+# iptables, as root; installed here when missing, and skipped (saying why)
+# when not root.
 APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+APT_IPTABLES = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
+	@[ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || \
+		$(APT_IPTABLES) || { apt-get update -qq && $(APT_IPTABLES); }
 
 # The README's screenshots of the console, taken by its end-to-end test on
 # the real cluster (so they show what the console really shows).

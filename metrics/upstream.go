@@ -22,6 +22,11 @@ var (
 		Buckets: []float64{.1, .5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600},
 	}, []string{"stream"})
 
+	upstreamStalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_upstream_stalls_total",
+		Help: "VStreams cancelled and reopened because vtgate sent nothing, not even a heartbeat, for --stall-timeout (a network dropping packets, a hung vtgate), by stream.",
+	}, []string{"stream"})
+
 	upstreamUnavailableDesc = prometheus.NewDesc("vsg_upstream_unavailable",
 		"VStreams waiting for vtgate now (interrupted, not yet streaming again), by stream.", []string{"stream"}, nil)
 	upstreamUnavailableSecondsDesc = prometheus.NewDesc("vsg_upstream_unavailable_seconds",
@@ -31,7 +36,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(upstreamInterruptions, upstreamOutage, upstream)
+	Registry.MustRegister(upstreamInterruptions, upstreamOutage, upstreamStalls, upstream)
 }
 
 // upstreamWaits is the set of VStreams waiting for vtgate now. It is a
@@ -81,3 +86,7 @@ func UpstreamLost(stream string, since time.Time) (ended func()) {
 		upstreamOutage.WithLabelValues(stream).Observe(time.Since(since).Seconds())
 	}
 }
+
+// UpstreamStalled counts a VStream of stream cancelled as stalled. The
+// outage it starts (or continues) is recorded by UpstreamLost as any other.
+func UpstreamStalled(stream string) { upstreamStalls.WithLabelValues(stream).Inc() }

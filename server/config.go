@@ -12,6 +12,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
 
@@ -33,6 +34,7 @@ type Config struct {
 	LogFormat     string
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
+	StallTimeout  time.Duration
 	// StoreLossWindow: see hub.WithStoreLoss.
 	StoreLossWindow time.Duration
 
@@ -121,6 +123,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.LogFormat, "log-format", "text", "text or json")
 	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
 	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+	d.dur(&c.StallTimeout, "stall-timeout", source.DefaultStallTimeout, "a VStream on which vtgate sends nothing, not even a heartbeat, for this long is cancelled and reopened from its last transaction (a network dropping packets, a hung vtgate); at least 3 heartbeat intervals; 0: never")
 	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
 
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
@@ -182,6 +185,15 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 func (c *Config) validate() error {
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
 		return configErr("--cursor-secret must be at least 16 bytes")
+	}
+	if c.StallTimeout < 0 {
+		return configErr("--stall-timeout must not be negative")
+	}
+	if c.StallTimeout > 0 && c.Heartbeat < time.Second {
+		return configErr("--stall-timeout needs vtgate heartbeats: --heartbeat of at least 1s (or --stall-timeout 0)")
+	}
+	if c.StallTimeout > 0 && c.StallTimeout < 3*c.Heartbeat.Truncate(time.Second) {
+		return configErr("--stall-timeout must be at least 3 heartbeat intervals (--heartbeat %v): a heartbeat delayed by a busy vtgate is not a stall", c.Heartbeat)
 	}
 	if c.StoreLossWindow < 0 {
 		return configErr("--store-loss-window must not be negative")
