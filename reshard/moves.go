@@ -135,7 +135,9 @@ func (m *Mover) Pending(keyspace string, tables []string) bool {
 
 // Sync returns once a journal read of keyspace that began at or after
 // `after` has finished, and any new cutover it found has been handed to
-// onMove. Concurrent callers share reads.
+// onMove. Concurrent callers share reads. A read runs detached from the
+// caller that started it (bounded by scanTimeout): a caller that gives up
+// must not fail the read for the others waiting on it.
 func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) error {
 	for {
 		m.mu.Lock()
@@ -143,10 +145,12 @@ func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) erro
 		if s == nil || s.started.Before(after) && isDone(s) {
 			s = &scan{started: time.Now(), done: make(chan struct{})}
 			m.scans[keyspace] = s
-			m.mu.Unlock()
-			s.err = m.scan(ctx, keyspace)
-			close(s.done)
-			return s.err
+			go func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scanTimeout)
+				defer cancel()
+				s.err = m.scan(sctx, keyspace)
+				close(s.done)
+			}()
 		}
 		m.mu.Unlock()
 		select {
@@ -159,6 +163,10 @@ func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) erro
 		}
 	}
 }
+
+// scanTimeout bounds one journal read of a keyspace (a few vtctld calls of
+// vtctldTimeout each).
+const scanTimeout = 30 * time.Second
 
 func isDone(s *scan) bool {
 	select {
