@@ -37,6 +37,10 @@ type Mover interface {
 	Sync(ctx context.Context, keyspace string, after time.Time) error
 	// Moves returns the moves the stream has followed (stored, not cached).
 	Moves(ctx context.Context, stream string) ([]streams.Move, error)
+	// Completed reports whether the workflow that moved tables out of
+	// keyspace is completed: its source tables are dropped, and a cursor
+	// behind its cutover can no longer be read there.
+	Completed(ctx context.Context, keyspace string, tables []string) (bool, error)
 }
 
 // WithMover makes readers follow MoveTables cutovers.
@@ -347,17 +351,25 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 // pastCut reports whether every source shard txn moves is already at or
 // past the cutover.
 func (m *movingSource) pastCut(txn *source.Txn) bool {
-	moved := movedShards(m.pos, txn.VGtid)
+	return pastLocal(m.pos, txn.VGtid, m.ks, moveLocal(m.cut))
+}
+
+// pastLocal reports whether the transaction taking cur to next moves only
+// shards of keyspace ks that cur already has at or past their cutover
+// positions in local: on a MoveTables source, a reverse copy (or the
+// journal's own transaction).
+func pastLocal(cur, next *binlogdatapb.VGtid, ks string, local position.Position) bool {
+	moved := movedShards(cur, next)
 	if len(moved) == 0 {
 		return false
 	}
-	local, cur := moveLocal(m.cut), position.Of(m.pos)
+	at := position.Of(cur)
 	for _, s := range moved {
-		l, ok := local.Lookup(m.ks, s)
+		l, ok := local.Lookup(ks, s)
 		if !ok {
 			return false
 		}
-		if c, ok := cur.Lookup(m.ks, s); !ok || !c.Covers(l) {
+		if c, ok := at.Lookup(ks, s); !ok || !c.Covers(l) {
 			return false
 		}
 	}

@@ -2,6 +2,9 @@ package hub
 
 import (
 	"context"
+	"errors"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"google.golang.org/protobuf/proto"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +46,8 @@ type fakeMover struct {
 	moves   []streams.Move
 	syncs   []time.Time
 	release chan func()
+	// completed: the workflow is completed (the source tables dropped).
+	completed bool
 }
 
 func (f *fakeMover) Pending(string, []string) bool {
@@ -67,6 +72,12 @@ func (f *fakeMover) Sync(ctx context.Context, _ string, after time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (f *fakeMover) Completed(context.Context, string, []string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.completed, nil
 }
 
 func (f *fakeMover) Moves(context.Context, string) ([]streams.Move, error) {
@@ -233,4 +244,118 @@ func nextOf(t *testing.T, src txnSource) *source.Txn {
 		t.Fatalf("Next: %v", err)
 	}
 	return txn
+}
+
+// recordMoveJournal records the MoveTables journal of moveOfT as the
+// Mover does (one row per source primary) and returns it complete.
+func (e *env) recordMoveJournal(t *testing.T) *reshard.Journal {
+	t.Helper()
+	ctx := context.Background()
+	for _, shard := range []string{"-80", "80-"} {
+		j, ok := reshard.FromTablesJournal(ks, shard, &binlogdatapb.Journal{Id: 9, MigrationType: binlogdatapb.MigrationType_TABLES,
+			Tables: []string{"t"}, LocalPosition: gtid(20), ShardGtids: fakevtgate.VGtid(commerceKs, "0", commerceAt).ShardGtids,
+			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
+		if !ok {
+			t.Fatal("not a MoveTables journal")
+		}
+		if _, err := e.reg.Record(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := e.reg.List(ctx, ks)
+	if err != nil || len(all) != 1 || !all[0].Complete() {
+		t.Fatalf("recorded journals %v, %v", all, err)
+	}
+	return all[0]
+}
+
+// DESIGN §4.1 rule 5: a named subscriber away across the switch is
+// bridged while the source tables exist: its spool holds the source's
+// transactions up to the cutover on every shard, no copy; after
+// `complete` it gets the spool, then the target from the journal's
+// positions.
+func TestMoveBridge(t *testing.T) {
+	ctx := context.Background()
+	fm := &fakeMover{moves: []streams.Move{moveOfT()}}
+	e := moveEnv(t, fm)
+	j := e.recordMoveJournal(t)
+	e.ack(t, "alice", two(10, 10))
+	e.ack(t, "bob", two(20, 20)) // at the cutover
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		sLo.Txn(100, two(11, 10), field(sLo), row(sLo, "1")),
+		sLo.Txn(100, two(20, 10), row(sLo, "2")),
+		sLo.Txn(100, two(21, 10), row(sLo, "3")), // a copy
+		sHi.Txn(100, two(21, 11), field(sHi), row(sHi, "4")),
+		sHi.Txn(100, two(21, 20), row(sHi, "5")),
+		sHi.Txn(100, two(21, 21), row(sHi, "6")), // a copy
+	}})
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
+	if err != nil || st.State != "done" {
+		t.Fatalf("BridgeSubscriber: %+v, %v", st, err)
+	}
+	if req := e.fake.Call(t, 0).Req; req.Flags.GetStopOnReshard() || req.Vgtid.ShardGtids[0].Keyspace != ks {
+		t.Errorf("capture request %v", req)
+	}
+	<-e.fake.Call(t, 0).Done() // the capture ended at the cutover
+	if st, err := e.hub.BridgeSubscriber(ctx, e.def, "bob", j); err != nil || st.State != "not_needed" {
+		t.Fatalf("BridgeSubscriber at the cutover: %+v, %v", st, err)
+	}
+	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil || len(sub.Bridges) != 1 {
+		t.Fatalf("alice: %+v, %v", sub, err)
+	}
+	if need, why := e.hub.NeedsOldShards(sub, j); need {
+		t.Errorf("still needs the source after bridging: %s", why)
+	}
+	got := spooled(t, e, sub.Bridges[0].Log)
+	if len(got) != 4 || !proto.Equal(got[3], two(21, 20)) {
+		t.Fatalf("spool holds %v, want the 4 source transactions up to the cutover", got)
+	}
+	statuses, err := e.hub.BridgeStatuses(ctx, ks)
+	if err != nil || len(statuses) != 1 || statuses[0].State != "done" {
+		t.Fatalf("bridge statuses under the source keyspace: %+v, %v", statuses, err)
+	}
+
+	// complete: the source tables are gone. Alice returns.
+	fm.completed = true
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
+	}})
+	s := e.open(t, From{Subscriber: "alice"})
+	for _, want := range []string{"1", "2", "4", "5", "7"} {
+		if got := summary(t, next(t, s).Txn); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	samePos(t, "after the spool", e.fake.Call(t, 1).Req.Vgtid, fakevtgate.VGtid(commerceKs, "0", commerceAt))
+}
+
+// DESIGN §4.1 rule 6: an anonymous cursor behind a cutover whose workflow
+// is completed gets the stream's on_gap: a resync notice and a snapshot
+// of the target, or 409. While the workflow runs it crosses exactly
+// (TestMoveCrossing).
+func TestMoveGapAfterComplete(t *testing.T) {
+	t.Run("resync", func(t *testing.T) {
+		e := moveEnv(t, &fakeMover{moves: []streams.Move{moveOfT()}, completed: true})
+		e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+			c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
+		}})
+		s := e.open(t, From{Token: e.token(t, two(10, 20))})
+		d := next(t, s)
+		if len(d.Events) != 1 || d.Events[0].Type != event.TypeResync || member(t, d.Events[0], "reason") != `"tables_moved"` ||
+			member(t, d.Events[0], "missing") != `["customer/-80"]` {
+			t.Fatalf("got %q %s, want a resync notice", summary(t, d.Txn), d.Events[0].AppendJSON(nil, ""))
+		}
+		next(t, s)
+		samePos(t, "snapshot request", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(commerceKs))
+	})
+	t.Run("fail", func(t *testing.T) {
+		e := moveEnv(t, &fakeMover{moves: []streams.Move{moveOfT()}, completed: true})
+		e.def.OnGap = streams.OnGapFail
+		_, err := e.hub.Open(context.Background(), e.def, From{Token: e.token(t, two(10, 20))})
+		var gap *reshard.GapError
+		if !errors.As(err, &gap) || len(gap.Missing) != 1 || gap.Missing[0] != "customer/-80" {
+			t.Fatalf("Open: %v, want a GapError naming customer/-80", err)
+		}
+	})
 }

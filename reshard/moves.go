@@ -133,6 +133,23 @@ func (m *Mover) Pending(keyspace string, tables []string) bool {
 	return false
 }
 
+// Completed reports whether no workflow moves tables of keyspace any
+// more: the routing rules, read now, name none of them. A MoveTables
+// `complete` removes its rules with the source tables; while a workflow
+// runs (or after ReverseTraffic) its rules name both sides.
+func (m *Mover) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
+	routed, err := m.vt.RoutedTables(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tables {
+		if routed[keyspace+"."+t] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Sync returns once a journal read of keyspace that began at or after
 // `after` has finished, and any new cutover it found has been handed to
 // onMove. Concurrent callers share reads. A read runs detached from the
