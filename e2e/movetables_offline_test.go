@@ -16,10 +16,11 @@ import (
 // movesReport is the part of GET /v1/reshards about MoveTables cutovers.
 type movesReport struct {
 	Reshards []struct {
-		Type           string   `json:"type"`
-		Keyspace       string   `json:"keyspace"`
-		TargetKeyspace string   `json:"target_keyspace"`
-		Tables         []string `json:"tables"`
+		Type           string    `json:"type"`
+		Keyspace       string    `json:"keyspace"`
+		TargetKeyspace string    `json:"target_keyspace"`
+		Tables         []string  `json:"tables"`
+		SeenAt         time.Time `json:"seen_at"`
 		Bridges        []struct {
 			Stream, Subscriber, State, Error string
 			Events                           int
@@ -85,6 +86,14 @@ func TestMoveTablesOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRows(50)
+	// A failure from here on leaves the tables switched: put them home.
+	home := false
+	defer func() {
+		if !home {
+			sendHome(t, wf)
+		}
+	}()
+	switchedAt := time.Now()
 	if err := cluster.SwitchTraffic(ctx, otherKeyspace, wf); err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +106,19 @@ func TestMoveTablesOffline(t *testing.T) {
 			return fmt.Errorf("GET /v1/reshards: %d %v", st, err)
 		}
 		for _, m := range rep.Reshards {
-			if m.Type != "movetables" || m.Keyspace != homeKeyspace || m.TargetKeyspace != otherKeyspace {
+			// Earlier runs' cutovers are listed too.
+			if m.Type != "movetables" || m.Keyspace != homeKeyspace || m.TargetKeyspace != otherKeyspace || m.SeenAt.Before(switchedAt) {
 				continue
 			}
 			if !m.Safe {
 				return fmt.Errorf("not safe to complete: bridges %+v, blocking %+v", m.Bridges, m.Blocking)
+			}
+			done := map[string]bool{}
+			for _, b := range m.Bridges {
+				done[b.Subscriber] = b.State == "done"
+			}
+			if !done["alice"] || !done["webhook."+wh.ID] {
+				t.Fatalf("safe to complete before alice and the webhook were bridged: %+v", m.Bridges)
 			}
 			for _, b := range m.Bridges {
 				if b.State == "failed" {
@@ -223,5 +240,30 @@ func TestMoveTablesOffline(t *testing.T) {
 	}
 	if err := cluster.Complete(ctx, homeKeyspace, back); err != nil {
 		t.Fatal(err)
+	}
+	home = true
+}
+
+// sendHome completes the switched workflow wf (customer -> commerce) and
+// moves the tables back to customer, errors ignored: a test that failed
+// half-way must not leave the tables away (tablesAtHome would not see it
+// while routing rules still send customer.customer to commerce).
+func sendHome(t *testing.T, wf string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cluster.Complete(ctx, otherKeyspace, wf); err != nil {
+		t.Logf("putting the tables home: complete %s: %v", wf, err)
+	}
+	applyCustomerVSchema(t, ctx)
+	home := wf + "h"
+	for _, step := range []func() error{
+		func() error { return cluster.MoveTables(ctx, homeKeyspace, home, otherKeyspace, "customer,corder") },
+		func() error { return cluster.SwitchTraffic(ctx, homeKeyspace, home) },
+		func() error { return cluster.Complete(ctx, homeKeyspace, home) },
+	} {
+		if err := step(); err != nil {
+			t.Logf("putting the tables home: %v", err)
+			return
+		}
 	}
 }

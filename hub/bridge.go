@@ -291,7 +291,10 @@ func Crosses(def *streams.Definition, j *reshard.Journal) bool {
 			return true
 		}
 	}
-	return false
+	// Not moved yet: it will be once the journal is handled
+	// (server/moves.go), and its subscribers are already behind it.
+	follows, _ := def.Follows(j.Keyspace, j.Tables)
+	return follows && !def.Moved().After(j.SeenAt)
 }
 
 // BridgeMoved bridges, in the background until the hub closes, the named
