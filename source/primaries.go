@@ -84,16 +84,6 @@ func (s *readerSet) remove(r *Reader) {
 	}
 }
 
-func (s *readerSet) keyspaces() map[string]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ks := make(map[string]bool, len(s.byKs))
-	for k := range s.byKs {
-		ks[k] = true
-	}
-	return ks
-}
-
 func (s *readerSet) of(keyspace string) []*Reader {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,8 +94,8 @@ func (s *readerSet) of(keyspace string) []*Reader {
 	return rs
 }
 
-// Primaries asks vtgate for the primary of every shard of keyspaces, by
-// "keyspace/shard". During a reparent vtgate's health check can list two
+// Primaries asks vtgate for the primary of every shard of keyspaces (nil:
+// of every keyspace), by "keyspace/shard". During a reparent vtgate's health check can list two
 // tablets as PRIMARY (the old one still reporting itself so): the one with
 // the later term start is the primary, as vtgate itself decides.
 func (c *Client) Primaries(ctx context.Context, keyspaces map[string]bool) (map[string]Primary, error) {
@@ -122,7 +112,7 @@ func (c *Client) Primaries(ctx context.Context, keyspaces map[string]bool) (map[
 			continue
 		}
 		ks, shard, typ := row[1].ToString(), row[2].ToString(), row[3].ToString()
-		if !keyspaces[ks] || !strings.EqualFold(typ, "PRIMARY") {
+		if keyspaces != nil && !keyspaces[ks] || !strings.EqualFold(typ, "PRIMARY") {
 			continue
 		}
 		p := Primary{Alias: row[5].ToString()}
@@ -139,17 +129,23 @@ func (c *Client) Primaries(ctx context.Context, keyspaces map[string]bool) (map[
 	return out, nil
 }
 
-// watchPrimaries polls vtgate for the primaries of the keyspaces that have
-// open readers until ctx ends. The first answer for a shard is its
-// baseline; a later one naming another tablet or term is a reparent.
+// watchPrimaries polls vtgate for the primaries of every shard until ctx
+// ends, from the start: a shard's first answer is its baseline, a later
+// one naming another tablet or term a reparent. Polling only while a
+// keyspace has readers would leave a reparent unseen when it falls in the
+// first interval after the keyspace's first reader opened (the baseline
+// would name the new primary already); one query every interval per
+// process is cheap.
 //
 // vtgate's health check is the view to watch: it is what vtgate routes by,
 // the gateway already has the connection, and it learns of a promotion
-// from the new primary's health stream within a second. vtctld (GetShard)
-// would need a flag the gateway does not require and a second connection.
+// from the new primary's health stream within a second (both tablets are
+// listed as PRIMARY for a moment, the new one with the later term).
+// vtctld (GetShard) would need a flag the gateway does not require and a
+// second connection.
 func (c *Client) watchPrimaries(ctx context.Context, every time.Duration) {
 	known := map[string]Primary{}
-	t := time.NewTicker(every)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	failing := false
 	for {
@@ -158,14 +154,11 @@ func (c *Client) watchPrimaries(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		kss := c.readers.keyspaces()
-		if len(kss) == 0 {
-			continue
-		}
-		now, err := c.Primaries(ctx, kss)
+		t.Reset(every)
+		now, err := c.Primaries(ctx, nil)
 		if err != nil {
 			// vtgate down or restarting: the readers notice that
-			// themselves (rule 2); the watch tries again next tick.
+			// themselves (rule 2); the watch tries again next time.
 			if !failing && ctx.Err() == nil {
 				c.log.Debug("primary watch: vtgate did not answer", "err", err)
 			}
