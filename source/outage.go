@@ -57,6 +57,13 @@ func (r *Reader) lost(err error, wait time.Duration) {
 		// The shard went silent before the watch noticed its new
 		// primary: from its last event, or the start of the attempt.
 		since = rep.Since
+	} else if shard := failedShard(err, r.spec.Keyspace); shard != "" {
+		// vtgate gave up on one shard's tablet while the others kept
+		// the stream busy (rule 3): that shard was silent for longer
+		// than the last wait.
+		if s := r.track.silentSince(shard); s.Before(since) {
+			since = s
+		}
 	}
 	if since.IsZero() {
 		since = time.Now()

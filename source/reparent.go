@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"regexp"
 	"sync"
 	"time"
 
@@ -108,4 +109,37 @@ func (r *Reader) reparented(keyspace, shard string, old, p Primary) (time.Durati
 	t.cancel(&ReparentError{Keyspace: keyspace, Shard: shard, Old: old, New: p, Since: since})
 	t.cancel = nil
 	return time.Since(since), true
+}
+
+// silentSince is when the current attempt last heard from shard: its last
+// event, or the start of the attempt if later.
+func (t *shardTrack) silentSince(shard string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	since := t.from
+	if s, ok := t.last[shard]; ok && s.at.After(since) {
+		since = s.at
+	}
+	return since
+}
+
+// failedShard is the shard of keyspace that a VStream error of vtgate
+// names, if any: "persistent error in vstream for ks/shard on tablet …" or
+// "error starting stream from shard GTID keyspace:"ks" shard:"shard" …",
+// the errors vtgate returns when it gives up on a shard's tablet (after an
+// emergency reparent, the dead primary's).
+func failedShard(err error, keyspace string) string {
+	for _, re := range failedShardErrors {
+		for _, m := range re.FindAllStringSubmatch(err.Error(), -1) {
+			if m[1] == keyspace {
+				return m[2]
+			}
+		}
+	}
+	return ""
+}
+
+var failedShardErrors = []*regexp.Regexp{
+	regexp.MustCompile(`vstream for ([^/\s]+)/(\S+) on tablet`),
+	regexp.MustCompile(`shard GTID keyspace:\\?"([^"\\]+)\\?"\s+shard:\\?"([^"\\]+)\\?"`),
 }

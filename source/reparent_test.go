@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -222,5 +223,47 @@ func TestPrimaries(t *testing.T) {
 		if g := got[k]; g.Alias != w.Alias || !g.TermStart.Equal(w.TermStart) {
 			t.Errorf("%s: %+v, want %+v", k, g, w)
 		}
+	}
+}
+
+// When vtgate gives up on one shard's tablet first (`persistent error in
+// vstream for ks/shard on tablet …`), the outage counts from that shard's
+// last event, not from the last thing vtgate sent: here heartbeats (other
+// shards, in a real stream) kept the stream busy while the shard was
+// silent.
+func TestShardFailureOutageFromShardSilence(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	fake := fakevtgate.New(t)
+	fake.SetCreateTable("t", tText)
+	c := dial(t, fake, source.WithMaxRetryWait(100*time.Millisecond),
+		source.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	t.Cleanup(c.Close)
+	sp := spec
+	sp.Name = "shard-failure-test"
+	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
+	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
+	}})
+	r := c.Open(context.Background(), sp, pos(10))
+	t.Cleanup(r.Close)
+	next(t, r)
+	lastEvent := time.Now()
+	call := fake.Call(t, 0)
+	const silence = 300 * time.Millisecond
+	for time.Since(lastEvent) < silence {
+		call.Answer(t, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{{fakevtgate.Heartbeat()}}})
+		if hb := next(t, r); !hb.Heartbeat {
+			t.Fatalf("want a heartbeat, got %+v", hb)
+		}
+		time.Sleep(50 * time.Millisecond) // vtgate's heartbeat interval is the scenario
+	}
+	call.Answer(t, fakevtgate.Script{Err: errors.New(`error starting stream from shard GTID keyspace:"customer" shard:"0" gtid:"MariaDB/0-1-11": ` +
+		`persistent error in vstream for customer/0 on tablet zone1-0000000100; giving up: vttablet: connection refused`)})
+	samePos(t, "after the failure", next(t, r).VGtid, pos(12))
+	waitFor(t, "the end of the outage to be logged", func() bool { return strings.Contains(logs.String(), "upstream available again") })
+	m := regexp.MustCompile(`upstream available again.* unavailable_for=(\S+)`).FindStringSubmatch(logs.String())
+	if d, err := time.ParseDuration(m[1]); err != nil || d < silence {
+		t.Errorf("logged outage %q, want at least the shard's silence %v", m[1], silence)
 	}
 }
