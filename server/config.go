@@ -35,6 +35,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
 	StallTimeout  time.Duration
+	// PrimaryPoll: see source.WithPrimaryPoll.
+	PrimaryPoll time.Duration
 	// StoreLossWindow: see hub.WithStoreLoss.
 	StoreLossWindow time.Duration
 
@@ -124,6 +126,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
 	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
 	d.dur(&c.StallTimeout, "stall-timeout", source.DefaultStallTimeout, "a VStream on which vtgate sends nothing, not even a heartbeat, for this long is cancelled and reopened from its last transaction (a network dropping packets, a hung vtgate); at least 3 heartbeat intervals; 0: never")
+	d.dur(&c.PrimaryPoll, "primary-poll", source.DefaultPrimaryPoll, "how often the gateway asks vtgate for the primaries of the shards it streams (SHOW VITESS_TABLETS); a shard whose primary changed has its VStreams reopened from their last transaction; 0: never")
 	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
 
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
@@ -194,6 +197,12 @@ func (c *Config) validate() error {
 	}
 	if c.StallTimeout > 0 && c.StallTimeout < 3*c.Heartbeat.Truncate(time.Second) {
 		return configErr("--stall-timeout must be at least 3 heartbeat intervals (--heartbeat %v): a heartbeat delayed by a busy vtgate is not a stall", c.Heartbeat)
+	}
+	if c.PrimaryPoll < 0 {
+		return configErr("--primary-poll must not be negative")
+	}
+	if c.PrimaryPoll > 0 && c.PrimaryPoll < 100*time.Millisecond {
+		return configErr("--primary-poll must be at least 100ms (each poll is a query to vtgate)")
 	}
 	if c.StoreLossWindow < 0 {
 		return configErr("--store-loss-window must not be negative")

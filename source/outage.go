@@ -8,9 +8,10 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 )
 
-// outage is one reader's time without vtgate (DESIGN §11 rules 2 and 5):
-// from a transient failure of its VStream (or the start of the silence of
-// a stalled one) until vtgate streams to it again. A vtgate restarting,
+// outage is one reader's time without vtgate (DESIGN §11 rules 2, 5 and
+// 6): from a transient failure of its VStream (or the start of the silence
+// of a stalled one, or of the shard whose primary changed) until vtgate
+// streams to it again. A vtgate restarting,
 // down for a while, looking for a tablet, or cut off by a network that
 // drops packets is an outage, not the end of the stream: the reader retries with backoff, resumes from its last whole
 // transaction, and says so — a warning when the outage begins, another
@@ -51,6 +52,19 @@ func (r *Reader) lost(err error, wait time.Duration) {
 	// gave up): it counts from the start of the failed wait for vtgate —
 	// its last answer, at most a heartbeat interval before trouble.
 	since := r.waitFrom
+	var rep *ReparentError
+	if errors.As(err, &rep) {
+		// The shard went silent before the watch noticed its new
+		// primary: from its last event, or the start of the attempt.
+		since = rep.Since
+	} else if shard := failedShard(err, r.spec.Keyspace); shard != "" {
+		// vtgate gave up on one shard's tablet while the others kept
+		// the stream busy (rule 3): that shard was silent for longer
+		// than the last wait.
+		if s := r.track.silentSince(shard); s.Before(since) {
+			since = s
+		}
+	}
 	if since.IsZero() {
 		since = time.Now()
 	}
@@ -72,6 +86,11 @@ func (r *Reader) lost(err error, wait time.Duration) {
 	if stall != nil {
 		log.Warn("upstream stalled: vtgate sent nothing, not even a heartbeat; reopening from the last transaction",
 			"silent_for", time.Since(since).Round(time.Millisecond), "stall_timeout", stall.Timeout, "retry_in", wait)
+		return
+	}
+	if rep != nil {
+		log.Warn("upstream shard primary changed; reopening from the last transaction", "shard", rep.Shard,
+			"old_primary", rep.Old.Alias, "new_primary", rep.New.Alias, "silent_for", time.Since(since).Round(time.Millisecond))
 		return
 	}
 	log.Warn("upstream unavailable; retrying from the last transaction", "err", err, "retry_in", wait)

@@ -62,6 +62,8 @@ type Reader struct {
 	// answer received, or the start of the attempt, or the reader's return
 	// from its consumer (run's goroutine only). An outage began then.
 	waitFrom time.Time
+	// track is what the primary watch sees of the reader (reparent.go).
+	track shardTrack
 }
 
 // Open starts streaming spec from position from. Failures are reported by
@@ -81,6 +83,7 @@ func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, 
 		o(&r.opts)
 	}
 	r.open = r.opts.skip
+	c.readers.add(r)
 	go r.run(ctx, from)
 	return r
 }
@@ -167,6 +170,7 @@ func (r *Reader) stallTimeout() time.Duration {
 func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 	defer close(r.done)
 	defer close(r.out)
+	defer r.c.readers.remove(r)
 	bo := &backoff.ExponentialBackOff{
 		InitialInterval:     100 * time.Millisecond,
 		RandomizationFactor: 0.3,
@@ -198,6 +202,11 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
+		if errors.Is(err, ErrReparented) {
+			// Nothing failed: vtgate is asked again at once, and picks
+			// the shard's new primary.
+			wait = 0
+		}
 		r.lost(err, wait)
 		t := time.NewTimer(wait)
 		select {
@@ -213,16 +222,19 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 // last transaction delivered, whether any was, and whether a journal was seen.
 //
 // The stream has a context of its own, cancelled with a *StallError when
-// vtgate sends nothing for the stall timeout; everything else (schema
-// lookups, the hand-over to the consumer) runs under ctx, so a stall can
-// only end a wait for vtgate, never a delivery half done.
+// vtgate sends nothing for the stall timeout, or with a *ReparentError when
+// the primary of one of its shards changed (reparent.go); everything else
+// (schema lookups, the hand-over to the consumer) runs under ctx, so
+// neither can end more than a wait for vtgate, never a delivery half done.
 func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, bool, journalState, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watch := watchStall(r.stallTimeout(), cancel)
 	defer watch.stop()
+	r.track.begin(r.spec.Keyspace, pos, cancel)
+	defer r.track.end()
 	stalled := func(err error) error {
-		if cause := context.Cause(sctx); ctx.Err() == nil && errors.Is(cause, ErrStalled) {
+		if cause := context.Cause(sctx); ctx.Err() == nil && (errors.Is(cause, ErrStalled) || errors.Is(cause, ErrReparented)) {
 			return cause
 		}
 		return err
@@ -250,6 +262,7 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		if err != nil {
 			return asm.pos, progressed, journal, stalled(err)
 		}
+		r.track.saw(evs)
 		if r.down != nil {
 			// vtgate streams again (its first answer on a resumed stream
 			// comes within a heartbeat interval).

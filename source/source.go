@@ -97,6 +97,10 @@ type Client struct {
 	log    *slog.Logger
 	schema *schemaCache
 	opts   options
+	// readers are the open readers, which the primary watch notifies.
+	readers   readerSet
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 type options struct {
@@ -109,6 +113,7 @@ type options struct {
 	chunkBytes   int
 	maxRetryWait time.Duration
 	stallTimeout time.Duration
+	primaryPoll  time.Duration
 	onJournal    JournalHook
 }
 
@@ -190,6 +195,14 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{conn: conn, addr: addr, log: o.logger, opts: o}
 	c.schema = newSchemaCache(conn)
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopWatch, c.watchDone = stop, make(chan struct{})
+	go func() {
+		defer close(c.watchDone)
+		if o.primaryPoll > 0 {
+			c.watchPrimaries(wctx, o.primaryPoll)
+		}
+	}()
 	return c, nil
 }
 
@@ -224,8 +237,12 @@ func reconnectOptions(maxWait time.Duration) grpc.DialOption {
 // connectTimeout bounds one dial of vtgate (see reconnectOptions).
 const connectTimeout = 5 * time.Second
 
-// Close closes the vtgate connection.
-func (c *Client) Close() { c.conn.Close() }
+// Close stops the primary watch and closes the vtgate connection.
+func (c *Client) Close() {
+	c.stopWatch()
+	<-c.watchDone
+	c.conn.Close()
+}
 
 // Conn exposes the vtgate connection for schema queries and health checks.
 func (c *Client) Conn() *vtgateconn.VTGateConn { return c.conn }

@@ -334,3 +334,39 @@ func (s *Server) SetCreateTable(table, ddl string) {
 	s.SetResult("show create table `"+table+"`", sqltypes.MakeTestResult(
 		sqltypes.MakeTestFields("Table|Create Table", "varchar|varchar"), table+"|"+ddl))
 }
+
+// Tablet is one row of SHOW VITESS_TABLETS.
+type Tablet struct {
+	Keyspace, Shard string
+	// Type is the tablet type vtgate's health check reports (PRIMARY when
+	// empty); State SERVING when empty.
+	Type, State string
+	Alias       string
+	// TermStart is the primary term start (whole seconds, UTC, as vtgate
+	// prints it); zero prints as empty.
+	TermStart time.Time
+}
+
+// SetTablets answers SHOW VITESS_TABLETS with tablets, replacing what
+// SetTopology set: a test changes a shard's primary with it.
+func (s *Server) SetTablets(tablets ...Tablet) {
+	res := sqltypes.MakeTestResult(sqltypes.MakeTestFields(
+		"Cell|Keyspace|Shard|TabletType|State|Alias|Hostname|PrimaryTermStartTime",
+		"varchar|varchar|varchar|varchar|varchar|varchar|varchar|varchar"))
+	for _, t := range tablets {
+		typ, state, term := t.Type, t.State, ""
+		if typ == "" {
+			typ = "PRIMARY"
+		}
+		if state == "" {
+			state = "SERVING"
+		}
+		if !t.TermStart.IsZero() {
+			term = t.TermStart.UTC().Format(time.RFC3339)
+		}
+		res.Rows = append(res.Rows, []sqltypes.Value{sqltypes.NewVarChar("zone1"), sqltypes.NewVarChar(t.Keyspace),
+			sqltypes.NewVarChar(t.Shard), sqltypes.NewVarChar(typ), sqltypes.NewVarChar(state), sqltypes.NewVarChar(t.Alias),
+			sqltypes.NewVarChar("localhost"), sqltypes.NewVarChar(term)})
+	}
+	s.SetResult("show vitess_tablets", res)
+}
