@@ -140,7 +140,6 @@ func TestConsole(t *testing.T) {
 
 	navigate(t, d, g.url+"/?view=reshards")
 	waitJS(t, d, "the reshards view", 30*time.Second, `!document.getElementById('view-reshards').hidden && document.getElementById('reshards-error').textContent === ''`)
-	screenshot(t, d, "reshards.png")
 }
 
 // TestConsoleScopes: a token without admin sees no admin view or action
