@@ -135,7 +135,7 @@ export function keepFocus(box, fn) {
   const a = document.activeElement;
   let key = null;
   if (a && a !== document.body && box.contains(a)) {
-    const holder = a.closest('[data-webhook], [data-subscriber], [data-seq]');
+    const holder = a.closest('[data-webhook], [data-subscriber], [data-seq], [data-stream]');
     key = { holder: holder ? [...holder.attributes].filter((x) => x.name.startsWith('data-')).map((x) => `[${x.name}="${CSS.escape(x.value)}"]`).join('') : '',
       tag: a.tagName, action: a.dataset.action || '', text: a.textContent };
   }

@@ -1,7 +1,7 @@
 // The overview: every stream with its shards, readers by transport,
 // events per second in and out, its tail's position and ring fill, and
 // charts of the last 15 minutes — all from GET /v1/stats.
-import { $, el, getJSON, gtid, num, bytes } from './api.js';
+import { $, el, getJSON, gtid, num, bytes, keepFocus } from './api.js';
 import { chart } from './charts.js';
 
 let timer = 0;
@@ -12,7 +12,7 @@ export function showOverview(onStats) {
     try {
       const s = await getJSON('v1/stats');
       onStats(s);
-      render(s);
+      keepFocus($('overview-streams'), () => render(s));
       $('overview-error').hidden = true;
       timer = setTimeout(tick, Math.max(2, s.interval_seconds || 5) * 1000);
     } catch (e) {
