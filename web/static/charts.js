@@ -11,7 +11,10 @@ const dashes = [undefined, [6, 3], [2, 2], [8, 2, 2, 2]];
 // chart draws series (name → values, null for a gap) over t (Unix
 // seconds) into box, or updates the chart already there.
 export function chart(box, title, t, series, { width = 300, height = 110, unit = '' } = {}) {
-  const data = [t, ...Object.values(series)];
+  let data = [t, ...Object.values(series)];
+  // A history of one sample (a gateway just started) has no time range to
+  // draw: show the minute before it, empty.
+  if (t.length === 1) data = [[t[0] - 60, t[0]], ...Object.values(series).map((v) => [null, v[0]])];
   box.setAttribute('role', 'img');
   box.setAttribute('aria-label', summary(title, t, series, unit));
   if (box.uplot && box.uplot.series.length === data.length) {
@@ -24,10 +27,15 @@ export function chart(box, title, t, series, { width = 300, height = 110, unit =
     title, width, height,
     legend: { show: true },
     cursor: { show: true, drag: { x: false, y: false } },
-    scales: { x: { time: true }, y: { range: (_u, min, max) => [0, Math.max(1e-3, (max || 0) * 1.1, min || 0)] } },
-    axes: [{ size: 24, font: '10px system-ui', stroke: '#4a5263' }, { size: 40, font: '10px system-ui', stroke: '#4a5263' }],
+    scales: {
+      x: { time: true },
+      y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+    },
+    axes: [{ size: 24, font: '10px system-ui', stroke: '#4a5263' }, { size: 52, font: '10px system-ui', stroke: '#4a5263' }],
     series: [{}, ...Object.keys(series).map((label, i) => ({
-      label, stroke: palette[i % palette.length], dash: dashes[i % dashes.length], width: 1.5, points: { show: false }, spanGaps: false,
+      label, stroke: palette[i % palette.length], dash: dashes[i % dashes.length], width: 1.5, spanGaps: false,
+      // Dots while there are too few samples for a line to show.
+      points: { show: (u) => u.data[0].length < 4, size: 6, fill: palette[i % palette.length] },
     }))],
   };
   box.uplot = new window.uPlot(opts, data, box);
