@@ -25,7 +25,7 @@ func TestConsolePrefix(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	g := startGateway(t)
+	g := startGateway(t, withDataDir(t)...)
 	stream := newCustomerStream(t, g, "conpfx")
 	target, err := url.Parse(g.url)
 	if err != nil {

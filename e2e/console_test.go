@@ -37,7 +37,7 @@ func TestConsole(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	g := startGateway(t)
+	g := startGateway(t, withDataDir(t)...)
 	run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 	stream := "console-" + run
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}, "start": "snapshot"})
