@@ -93,14 +93,7 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 			rep.Type, rep.Tables = "movetables", j.Tables
 		}
 		safe := rep.Complete
-		for _, b := range bridges {
-			if b.Journal == j.Key {
-				rep.Bridges = append(rep.Bridges, b)
-				if b.State == "in_progress" || b.State == "failed" {
-					safe = false
-				}
-			}
-		}
+		pinned := map[string]bool{} // stream/subscriber still needing the old shards
 		for _, d := range defs {
 			if !hub.Crosses(d, j) {
 				continue
@@ -112,8 +105,22 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 			for _, s := range subs {
 				if need, why := a.Hub.NeedsOldShards(s, j); need {
 					rep.Blocking = append(rep.Blocking, blockingSub{Stream: d.Name, Subscriber: s.Name, Reason: why})
+					pinned[d.Name+"/"+s.Name] = true
 					safe = false
 				}
+			}
+		}
+		for _, b := range bridges {
+			if b.Journal != j.Key {
+				continue
+			}
+			rep.Bridges = append(rep.Bridges, b)
+			// A running bridge is about to change its subscriber's state.
+			// A failed one matters only while its subscriber still needs
+			// the old shards: one that came back and read across the
+			// cutover itself (or was deleted) pins nothing any more.
+			if b.State == "in_progress" || (b.State == "failed" && pinned[b.Stream+"/"+b.Subscriber]) {
+				safe = false
 			}
 		}
 		rep.SafeToComplete = safe
