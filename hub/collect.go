@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 )
 
 // Feed is an ordered view of a stream, one whole transaction at a time:
@@ -109,6 +111,11 @@ type Collector struct {
 	split  bool
 	part   int
 	inside bool
+	// before is the position before the chunked transaction being cut
+	// (its Partial pieces carry it): a part cut from its last piece
+	// carries it too, not the position after the transaction, which
+	// only the last part may (it is what a webhook acknowledges).
+	before *binlogdatapb.VGtid
 }
 
 // CollectOption configures a Collector.
@@ -242,9 +249,17 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 	res.Part = c.part
 	for {
 		n, bytes := fit(lim, &res, d)
+		if d.Partial {
+			c.before = d.VGtid
+		} else if c.before == nil {
+			// The last piece, with no earlier one to tell the position
+			// before the transaction: not cut (never happens: a reader
+			// gets a chunked transaction from its first piece).
+			n, bytes = len(d.Events), eventBytes(d)
+		}
 		if n < len(d.Events) {
 			head, rest := *d.Txn, *d.Txn
-			head.Events, head.Partial = d.Events[:n:n], true
+			head.Events, head.Partial, head.VGtid = d.Events[:n:n], true, c.before
 			rest.Events, rest.Continued = d.Events[n:], true
 			if n > 0 {
 				c.add(b, &res, &Delivery{Txn: &head}, bytes)
@@ -255,7 +270,7 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 		}
 		c.add(b, &res, d, bytes)
 		if !d.Partial {
-			c.part = 0
+			c.part, c.before = 0, nil
 			return res, nil
 		}
 		if lim.full(&res) {
