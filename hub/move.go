@@ -172,7 +172,9 @@ func (m *movingSource) finish() {
 		m.r = nil
 	}
 	m.pos = moveApply(m.pos, mv)
-	m.ks, m.entry, m.cut = mv.To, m.pos, nil
+	// ResumeInTxn (opts) counts events of a transaction of the source
+	// keyspace: never for the target's first VStream.
+	m.ks, m.entry, m.cut, m.opts = mv.To, m.pos, nil, nil
 	notice := source.Control(event.TypeMoved, mv.From, "", map[string]any{
 		"tables": mv.Tables, "from": mv.From, "to": mv.To, "journal": mv.Journal,
 	})
@@ -288,6 +290,13 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 // past the cutover.
 func (m *movingSource) pastCut(txn *source.Txn) bool {
 	moved := movedShards(m.pos, txn.VGtid)
+	if len(moved) == 0 && txn.Partial && len(txn.Events) > 0 {
+		// A piece of a chunked transaction (DESIGN §3.1) is at the
+		// position before it: its shard is the one its events are on
+		// (a transaction is one shard's). Its pieces are dropped like
+		// its last one, which moves that shard.
+		moved = []string{txn.Events[0].Shard}
+	}
 	if len(moved) == 0 {
 		return false
 	}
