@@ -111,6 +111,8 @@ type Collector struct {
 	split  bool
 	part   int
 	inside bool
+	// endInside: a batch may end inside a chunked transaction (EndInside).
+	endInside bool
 	// before is the position before the chunked transaction being cut
 	// (its Partial pieces carry it): a part cut from its last piece
 	// carries it too, not the position after the transaction, which
@@ -159,6 +161,14 @@ func NoHoldBack() CollectOption { return func(c *Collector) { c.noHoldBack = tru
 // batch never ends inside a transaction, however large (pull pages).
 func SplitTxns() CollectOption { return func(c *Collector) { c.split = true } }
 
+// EndInside lets a batch end inside a chunked transaction (DESIGN §3.1)
+// when it is full or nothing more is ready, as a pull page does: its
+// cursor then resumes inside the transaction (Subscription.ResumeCursor),
+// and the feed cuts pieces to the room left (SplitCopy), so a page holds
+// at most its limit of events however large the transaction. Without it
+// (and SplitTxns) a batch ends only where a transaction does.
+func EndInside() CollectOption { return func(c *Collector) { c.endInside = true } }
+
 // NewCollector returns a collector reading f.
 func NewCollector(f Feed, opts ...CollectOption) *Collector {
 	c := &Collector{feed: f}
@@ -194,10 +204,10 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 		c.add(b, &res, d, eventBytes(d))
 	}
 	linger := time.Now().Add(lim.Linger)
-	for c.inside || !lim.full(&res) {
+	for c.inside && !c.endInside || !lim.full(&res) {
 		c.room(lim, &res)
 		d, ok, err := c.feed.TryNext(ctx)
-		if err == nil && !ok && c.inside {
+		if err == nil && !ok && c.inside && !c.endInside {
 			// The rest of a chunked transaction is on its way: a batch
 			// does not end inside one.
 			d, err = c.feed.Next(ctx)
@@ -232,7 +242,7 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 			break
 		}
 		n := eventBytes(d)
-		if !c.inside && !c.noHoldBack && lim.over(&res, len(d.Events), n) {
+		if (!c.inside || c.endInside) && !c.noHoldBack && lim.over(&res, len(d.Events), n) {
 			c.held = d
 			break
 		}
