@@ -54,7 +54,8 @@ func putPage(b *[]byte) {
 }
 
 // Changes serves GET /v1/streams/{stream}/changes: one batch of whole
-// transactions after cursor, long-polling up to wait when nothing is new.
+// transactions after cursor (a huge one cut at limit, DESIGN §3.1 rule 4),
+// long-polling up to wait when nothing is new.
 func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
