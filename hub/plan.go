@@ -241,7 +241,14 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 			if !position.Of(pos).Covers(position.Of(t.VGtid)) {
 				return seen, at, nil
 			}
-			seen, after, at = e.Seq, e.Seq, t.VGtid
+			after = e.Seq
+			if t.Partial {
+				// A piece of a chunked transaction (DESIGN §3.1) is at the
+				// position before it, which pos covering says nothing
+				// about the transaction: it is seen with its last piece.
+				continue
+			}
+			seen, at = e.Seq, t.VGtid
 		}
 		if len(entries) < 1024 {
 			return seen, at, nil
