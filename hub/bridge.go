@@ -149,6 +149,10 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	// from the last transaction captured.
 	r := h.src.Open(ctx, spec, last, source.StopOnReshard())
 	defer func() { r.Close() }()
+	// open counts the events of a chunked transaction spooled so far
+	// (DESIGN §3.1): a reopened stream starts before the transaction and
+	// skips them, or they would be spooled twice.
+	open := 0
 	for {
 		nctx, ncancel := context.WithTimeout(ctx, h.bridgeStall)
 		txn, err := r.Next(nctx)
@@ -159,7 +163,11 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
 			h.log.Info("bridge stream stalled; reopening", "stream", def.Name, "journal", j.Key, "from", last)
 			r.Close()
-			r = h.src.Open(ctx, spec, last, source.StopOnReshard())
+			opts := []source.ReadOption{source.StopOnReshard()}
+			if open > 0 {
+				opts = append(opts, source.ResumeInTxn(open))
+			}
+			r = h.src.Open(ctx, spec, last, opts...)
 			continue
 		}
 		if err != nil {
@@ -167,6 +175,11 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		}
 		if txn.Journal != nil || txn.Heartbeat {
 			continue
+		}
+		if txn.Partial {
+			open += len(txn.Events)
+		} else {
+			open = 0
 		}
 		last = txn.VGtid
 		if len(txn.Events) == 0 {
