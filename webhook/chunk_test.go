@@ -109,3 +109,26 @@ func TestWebhookCutsChunkedTransactionIntoParts(t *testing.T) {
 		t.Fatalf("rows %s, want %s", got, want)
 	}
 }
+
+// batch_max_bytes bounds batches of small whole transactions too: a batch
+// ends before a transaction that would take its events past it.
+func TestWebhookBatchMaxBytes(t *testing.T) {
+	e := newEnv(t)
+	r := newReceiver(t, nil)
+	// Events of about 66 bytes: 15 (five transactions of three) fit in
+	// 1,024 bytes, 18 do not.
+	v := e.create(r.url(), func(c *CreateRequest) { c.BatchMaxBytes = 1024 })
+	if v.BatchMaxBytes != 1024 {
+		t.Fatalf("batch_max_bytes %d", v.BatchMaxBytes)
+	}
+	e.log.addN(20, 3)
+	e.supervise()
+	wait.For(t, "delivery", 5*time.Second, func() bool { return e.cursorN(v.ID) == 21 })
+	msgs := r.accepted()
+	checkRows(t, msgs, e.log, 2, 21)
+	for _, m := range msgs {
+		if len(m.Events) > 15 {
+			t.Fatalf("a batch of %d events: past batch_max_bytes", len(m.Events))
+		}
+	}
+}
