@@ -69,7 +69,7 @@ func TestHugeTransactionPullPages(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	g := startGateway(t)
+	g := startGateway(t, withDataDir(t)...)
 	stream := uniqueName("bigpull")
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "commerce", "tables": []string{"bigpull"}})
 	var cursor string
