@@ -140,9 +140,11 @@ func TestTailServesCursorInRing(t *testing.T) {
 // missed, nothing repeated, and the catch-up VStream ends.
 func TestTailCatchUpHandsOver(t *testing.T) {
 	e, call := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
-	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 14)})
+	// The live reader is on the tail before 11..14 come: opened after,
+	// it could start at the head past them (the tail appends at once).
 	live := e.open(t, From{})
 	next(t, live)
+	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 14)})
 	same(t, "tail reader", read(t, live, 4), want(11, 12, 13, 14))
 
 	// The catch-up VStream sends 6..12: it reaches the ring at 10 and
