@@ -18,6 +18,19 @@
 // DEFLATE-compressed. kind 'r' (reference): payload is a 16-byte id of a
 // stored VGtid. mac is HMAC-SHA256(key, stream | 0 | kind | payload), so a
 // token is bound to its stream.
+//
+// Version 2 is a position inside a transaction delivered in pieces (a pull
+// page that ended inside a huge one, DESIGN §3.1): the position before the
+// transaction and how many of its events were delivered already.
+//
+//	"2" base64url( uvarint(skip) | kind | payload | mac[:macLen] )
+//
+// with mac = HMAC-SHA256(key, stream | 0 | "2" | uvarint(skip) | kind |
+// payload). Only such positions get version 2: every other token is
+// version 1 as before, and version 1 tokens stay valid. Decode reads a
+// version 2 token as the position before its transaction (the transaction
+// is the unit: acknowledging one acknowledges what precedes it); DecodeIn
+// returns the events to skip as well.
 package cursor
 
 import (
@@ -27,6 +40,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +54,7 @@ const (
 	// MaxTokenLen is the longest token the codec produces or accepts.
 	MaxTokenLen = 1024
 	version     = '1'
+	versionIn   = '2' // a position inside a transaction
 	macLen      = 12
 	kindInline  = 'i'
 	kindDeflate = 'z'
@@ -122,14 +137,50 @@ func (c *Codec) seal(stream string, kind byte, payload []byte) string {
 	return string(out)
 }
 
+// sealIn is seal for version 2: the skip count goes first, under the mac.
+func (c *Codec) sealIn(stream string, skip uint64, kind byte, payload []byte) string {
+	head := binary.AppendUvarint([]byte{versionIn}, skip)
+	h := hmac.New(sha256.New, c.key)
+	io.WriteString(h, stream)
+	h.Write([]byte{0})
+	h.Write(head)
+	h.Write([]byte{kind})
+	h.Write(payload)
+	body := make([]byte, 0, len(head)+len(payload)+macLen)
+	body = append(body, head[1:]...)
+	body = append(body, kind)
+	body = append(body, payload...)
+	body = append(body, h.Sum(nil)[:macLen]...)
+	out := make([]byte, 1+b64.EncodedLen(len(body)))
+	out[0] = versionIn
+	b64.Encode(out[1:], body)
+	return string(out)
+}
+
 // Encode returns the token for vgtid on stream.
 func (c *Codec) Encode(ctx context.Context, stream string, vgtid *binlogdatapb.VGtid) (string, error) {
+	return c.EncodeIn(ctx, stream, vgtid, 0)
+}
+
+// EncodeIn returns the token for a position inside a transaction: vgtid is
+// the position before it, skip how many of its events were delivered (0:
+// the plain token of vgtid, as Encode makes).
+func (c *Codec) EncodeIn(ctx context.Context, stream string, vgtid *binlogdatapb.VGtid, skip int) (string, error) {
 	if vgtid == nil || len(vgtid.ShardGtids) == 0 {
 		return "", errors.New("cursor: cannot encode an empty VGtid")
+	}
+	if skip < 0 {
+		return "", errors.New("cursor: negative event count")
 	}
 	raw, err := position.Of(vgtid).Marshal()
 	if err != nil {
 		return "", fmt.Errorf("cursor: marshal VGtid: %w", err)
+	}
+	seal := func(kind byte, payload []byte) string {
+		if skip == 0 {
+			return c.seal(stream, kind, payload)
+		}
+		return c.sealIn(stream, uint64(skip), kind, payload)
 	}
 	kind, payload := byte(kindInline), raw
 	if len(raw) > compressAbove {
@@ -137,8 +188,13 @@ func (c *Codec) Encode(ctx context.Context, stream string, vgtid *binlogdatapb.V
 			kind, payload = kindDeflate, z
 		}
 	}
-	if len(payload) <= maxInlinePayload {
-		return c.seal(stream, kind, payload), nil
+	// The skip count takes room from the payload.
+	room := maxInlinePayload
+	if skip > 0 {
+		room -= len(binary.AppendUvarint(nil, uint64(skip)))
+	}
+	if len(payload) <= room {
+		return seal(kind, payload), nil
 	}
 	if c.refs == nil {
 		return "", fmt.Errorf("cursor: VGtid of %d bytes does not fit in a token and no reference store is configured", len(raw))
@@ -150,33 +206,73 @@ func (c *Codec) Encode(ctx context.Context, stream string, vgtid *binlogdatapb.V
 	if err := c.refs.PutRef(ctx, b64.EncodeToString(id), raw); err != nil {
 		return "", fmt.Errorf("cursor: store large VGtid: %w", err)
 	}
-	return c.seal(stream, kindRef, id), nil
+	return seal(kindRef, id), nil
 }
 
-// Decode checks token's signature and stream binding and returns its VGtid.
+// Decode checks token's signature and stream binding and returns its VGtid
+// (for a position inside a transaction, the position before it).
 // Every failure wraps ErrInvalid; a reference whose stored VGtid is gone
 // reports so.
 func (c *Codec) Decode(ctx context.Context, stream, token string) (*binlogdatapb.VGtid, error) {
+	v, _, err := c.DecodeIn(ctx, stream, token)
+	return v, err
+}
+
+// DecodeIn is Decode that also returns how many events of the transaction
+// after the position were delivered already (0 but for version 2 tokens).
+func (c *Codec) DecodeIn(ctx context.Context, stream, token string) (*binlogdatapb.VGtid, int, error) {
 	switch {
 	case token == "":
-		return nil, invalid("empty token")
+		return nil, 0, invalid("empty token")
 	case len(token) > MaxTokenLen:
-		return nil, invalid(fmt.Sprintf("token longer than %d bytes", MaxTokenLen))
-	case token[0] != version:
-		return nil, invalid(fmt.Sprintf("unknown token version %q", token[0]))
+		return nil, 0, invalid(fmt.Sprintf("token longer than %d bytes", MaxTokenLen))
+	case token[0] != version && token[0] != versionIn:
+		return nil, 0, invalid(fmt.Sprintf("unknown token version %q", token[0]))
 	}
 	body, err := b64.DecodeString(token[1:])
 	if err != nil {
-		return nil, invalid("not URL-safe base64")
+		return nil, 0, invalid("not URL-safe base64")
+	}
+	var skip uint64
+	if token[0] == versionIn {
+		n := 0
+		if skip, n = binary.Uvarint(body); n <= 0 || skip == 0 || skip > 1<<40 {
+			return nil, 0, invalid("bad event count")
+		}
+		head := binary.AppendUvarint([]byte{versionIn}, skip)
+		if len(body) < n+1+macLen {
+			return nil, 0, invalid("token too short")
+		}
+		kind, payload, sig := body[n], body[n+1:len(body)-macLen], body[len(body)-macLen:]
+		h := hmac.New(sha256.New, c.key)
+		io.WriteString(h, stream)
+		h.Write([]byte{0})
+		h.Write(head)
+		h.Write([]byte{kind})
+		h.Write(payload)
+		if !hmac.Equal(sig, h.Sum(nil)[:macLen]) {
+			return nil, 0, invalid("signature mismatch (forged, truncated, or minted for another stream)")
+		}
+		v, err := c.decodeBody(ctx, kind, payload)
+		return v, int(skip), err
 	}
 	if len(body) < 1+macLen {
-		return nil, invalid("token too short")
+		return nil, 0, invalid("token too short")
 	}
 	kind, payload, sig := body[0], body[1:len(body)-macLen], body[len(body)-macLen:]
 	if !hmac.Equal(sig, c.mac(stream, kind, payload)) {
-		return nil, invalid("signature mismatch (forged, truncated, or minted for another stream)")
+		return nil, 0, invalid("signature mismatch (forged, truncated, or minted for another stream)")
 	}
-	var raw []byte
+	v, err := c.decodeBody(ctx, kind, payload)
+	return v, 0, err
+}
+
+// decodeBody turns a signed token's kind and payload into its VGtid.
+func (c *Codec) decodeBody(ctx context.Context, kind byte, payload []byte) (*binlogdatapb.VGtid, error) {
+	var (
+		raw []byte
+		err error
+	)
 	switch kind {
 	case kindInline:
 		raw = payload

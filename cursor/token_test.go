@@ -128,7 +128,7 @@ func TestDecodeRejects(t *testing.T) {
 	flip[10] ^= 1
 	for name, tc := range map[string]struct{ stream, tok, reason string }{
 		"empty":          {"orders", "", "empty token"},
-		"version":        {"orders", "2" + good[1:], "unknown token version"},
+		"version":        {"orders", "3" + good[1:], "unknown token version"},
 		"not base64":     {"orders", "1$$$$", "not URL-safe base64"},
 		"short":          {"orders", "1AAAA", "too short"},
 		"other stream":   {"customers", good, "signature mismatch"},

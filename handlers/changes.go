@@ -54,7 +54,8 @@ func putPage(b *[]byte) {
 }
 
 // Changes serves GET /v1/streams/{stream}/changes: one batch of whole
-// transactions after cursor, long-polling up to wait when nothing is new.
+// transactions after cursor (a huge one cut at limit, DESIGN §3.1 rule 4),
+// long-polling up to wait when nothing is new.
 func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
@@ -127,13 +128,14 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 }
 
 // collect reads one page: whole transactions up to limit events, or as
-// many as are ready. With wait > 0 it long-polls for the first transaction
+// many as are ready; inside a transaction delivered in pieces (a huge one)
+// the page ends at limit, its cursor resuming inside it. With wait > 0 it long-polls for the first transaction
 // that carries events; otherwise it waits only as long as a freshly opened
 // VStream needs to produce its first data.
 func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
 	// The subscription is parked between pages: the collector lives for
 	// this page only, and holds nothing back for the next one.
-	opts := []hub.CollectOption{hub.FirstWait(max(a.Limits.FirstWait, wait)), hub.NoHoldBack()}
+	opts := []hub.CollectOption{hub.FirstWait(max(a.Limits.FirstWait, wait)), hub.NoHoldBack(), hub.EndInside()}
 	if wait == 0 {
 		// Without wait, any delivery is news to a client at the live end (a
 		// position update); a replay or snapshot waits (up to FirstWait) for
@@ -155,8 +157,15 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 		b.upToDate = s.CaughtUp() || wait > 0
 	}
 	b.cursor = res.Cursor
+	if s.InTxn() {
+		// The page ended inside a transaction delivered in pieces: its
+		// cursor resumes exactly there (DESIGN §3.1), and the rest of
+		// the transaction is news however current it is.
+		b.upToDate = false
+		b.cursor = ""
+	}
 	if b.cursor == "" {
-		tok, err := s.Cursor(ctx)
+		tok, err := s.ResumeCursor(ctx)
 		if err != nil {
 			return err
 		}

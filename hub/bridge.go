@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -159,6 +160,10 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	// from the last transaction captured.
 	r := h.src.Open(ctx, spec, last, opts...)
 	defer func() { r.Close() }()
+	// open counts the events of a chunked transaction spooled so far
+	// (DESIGN §3.1): a reopened stream starts before the transaction and
+	// skips them, or they would be spooled twice.
+	open := 0
 	for {
 		if j.Moves() && position.Of(last).Covers(local) {
 			break
@@ -172,7 +177,11 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
 			h.log.Info("bridge stream stalled; reopening", "stream", def.Name, "journal", j.Key, "from", last)
 			r.Close()
-			r = h.src.Open(ctx, spec, last, opts...)
+			ropts := opts
+			if open > 0 {
+				ropts = append(slices.Clone(opts), source.ResumeInTxn(open))
+			}
+			r = h.src.Open(ctx, spec, last, ropts...)
 			continue
 		}
 		if err != nil {
@@ -181,8 +190,13 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if txn.Journal != nil || txn.Heartbeat {
 			continue
 		}
-		if j.Moves() && pastLocal(last, txn.VGtid, j.Keyspace, local) {
+		if j.Moves() && pastLocal(last, txn, j.Keyspace, local) {
 			continue
+		}
+		if txn.Partial {
+			open += len(txn.Events)
+		} else {
+			open = 0
 		}
 		last = txn.VGtid
 		if len(txn.Events) == 0 {

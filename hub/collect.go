@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 )
 
 // Feed is an ordered view of a stream, one whole transaction at a time:
@@ -109,6 +111,13 @@ type Collector struct {
 	split  bool
 	part   int
 	inside bool
+	// endInside: a batch may end inside a chunked transaction (EndInside).
+	endInside bool
+	// before is the position before the chunked transaction being cut
+	// (its Partial pieces carry it): a part cut from its last piece
+	// carries it too, not the position after the transaction, which
+	// only the last part may (it is what a webhook acknowledges).
+	before *binlogdatapb.VGtid
 }
 
 // CollectOption configures a Collector.
@@ -152,6 +161,14 @@ func NoHoldBack() CollectOption { return func(c *Collector) { c.noHoldBack = tru
 // batch never ends inside a transaction, however large (pull pages).
 func SplitTxns() CollectOption { return func(c *Collector) { c.split = true } }
 
+// EndInside lets a batch end inside a chunked transaction (DESIGN §3.1)
+// when it is full or nothing more is ready, as a pull page does: its
+// cursor then resumes inside the transaction (Subscription.ResumeCursor),
+// and the feed cuts pieces to the room left (SplitCopy), so a page holds
+// at most its limit of events however large the transaction. Without it
+// (and SplitTxns) a batch ends only where a transaction does.
+func EndInside() CollectOption { return func(c *Collector) { c.endInside = true } }
+
 // NewCollector returns a collector reading f.
 func NewCollector(f Feed, opts ...CollectOption) *Collector {
 	c := &Collector{feed: f}
@@ -187,10 +204,10 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 		c.add(b, &res, d, eventBytes(d))
 	}
 	linger := time.Now().Add(lim.Linger)
-	for c.inside || !lim.full(&res) {
+	for c.inside && !c.endInside || !lim.full(&res) {
 		c.room(lim, &res)
 		d, ok, err := c.feed.TryNext(ctx)
-		if err == nil && !ok && c.inside {
+		if err == nil && !ok && c.inside && !c.endInside {
 			// The rest of a chunked transaction is on its way: a batch
 			// does not end inside one.
 			d, err = c.feed.Next(ctx)
@@ -225,7 +242,7 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 			break
 		}
 		n := eventBytes(d)
-		if !c.inside && !c.noHoldBack && lim.over(&res, len(d.Events), n) {
+		if (!c.inside || c.endInside) && !c.noHoldBack && lim.over(&res, len(d.Events), n) {
 			c.held = d
 			break
 		}
@@ -242,9 +259,17 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 	res.Part = c.part
 	for {
 		n, bytes := fit(lim, &res, d)
+		if d.Partial {
+			c.before = d.VGtid
+		} else if c.before == nil {
+			// The last piece, with no earlier one to tell the position
+			// before the transaction: not cut (never happens: a reader
+			// gets a chunked transaction from its first piece).
+			n, bytes = len(d.Events), eventBytes(d)
+		}
 		if n < len(d.Events) {
 			head, rest := *d.Txn, *d.Txn
-			head.Events, head.Partial = d.Events[:n:n], true
+			head.Events, head.Partial, head.VGtid = d.Events[:n:n], true, c.before
 			rest.Events, rest.Continued = d.Events[n:], true
 			if n > 0 {
 				c.add(b, &res, &Delivery{Txn: &head}, bytes)
@@ -255,7 +280,7 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 		}
 		c.add(b, &res, d, bytes)
 		if !d.Partial {
-			c.part = 0
+			c.part, c.before = 0, nil
 			return res, nil
 		}
 		if lim.full(&res) {

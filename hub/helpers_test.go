@@ -77,13 +77,20 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newEnv(t *testing.T, opts ...Option) *env {
 	t.Helper()
+	return newEnvSource(t, nil, opts...)
+}
+
+// newEnvSource is newEnv with options for the source client (e.g. a chunk
+// size).
+func newEnvSource(t *testing.T, srcOpts []source.Option, opts ...Option) *env {
+	t.Helper()
 	e := &env{fake: fakevtgate.New(t)}
 	e.fake.SetCreateTable("t", "CREATE TABLE `t` (`id` bigint(20) NOT NULL, `doc` longtext, PRIMARY KEY (`id`))")
 	e.fake.SetTopology(ks, []string{"0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
-	if e.src, err = source.Dial(ctx, e.fake.Addr, source.WithLogger(quiet())); err != nil {
+	if e.src, err = source.Dial(ctx, e.fake.Addr, append([]source.Option{source.WithLogger(quiet())}, srcOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.src.Close)

@@ -139,11 +139,17 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 // Park keeps s open for parkTTL under its current cursor, for the next pull
 // request. s must not be used by the caller afterwards.
 func (h *Hub) Park(s *Subscription) {
-	if s.failed || s.token == "" {
+	tok := s.token
+	if s.inTxn > 0 {
+		// Inside a chunked transaction: parked under the cursor of
+		// where it is, the next page's, made by ResumeCursor.
+		tok = s.resumeTok
+	}
+	if s.failed || tok == "" {
 		s.close()
 		return
 	}
-	key := s.def.Name + "\x00" + s.token
+	key := s.def.Name + "\x00" + tok
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.parked[key]; ok {

@@ -231,7 +231,9 @@ func (m *movingSource) finish() {
 		m.r = nil
 	}
 	m.pos = moveApply(m.pos, mv)
-	m.ks, m.entry, m.cut, m.looked = mv.To, m.pos, nil, false
+	// ResumeInTxn (opts) counts events of a transaction of the source
+	// keyspace: never for the target's first VStream.
+	m.ks, m.entry, m.cut, m.looked, m.opts = mv.To, m.pos, nil, false, nil
 	notice := source.Control(event.TypeMoved, mv.From, "", map[string]any{
 		"tables": mv.Tables, "from": mv.From, "to": mv.To, "journal": mv.Journal,
 	})
@@ -354,15 +356,21 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 // pastCut reports whether every source shard txn moves is already at or
 // past the cutover.
 func (m *movingSource) pastCut(txn *source.Txn) bool {
-	return pastLocal(m.pos, txn.VGtid, m.ks, moveLocal(m.cut))
+	return pastLocal(m.pos, txn, m.ks, moveLocal(m.cut))
 }
 
-// pastLocal reports whether the transaction taking cur to next moves only
-// shards of keyspace ks that cur already has at or past their cutover
-// positions in local: on a MoveTables source, a reverse copy (or the
-// journal's own transaction).
-func pastLocal(cur, next *binlogdatapb.VGtid, ks string, local position.Position) bool {
-	moved := movedShards(cur, next)
+// pastLocal reports whether txn, read at cur, moves only shards of keyspace
+// ks that cur already has at or past their cutover positions in local: on
+// a MoveTables source, a reverse copy (or the journal's own transaction).
+func pastLocal(cur *binlogdatapb.VGtid, txn *source.Txn, ks string, local position.Position) bool {
+	moved := movedShards(cur, txn.VGtid)
+	if len(moved) == 0 && txn.Partial && len(txn.Events) > 0 {
+		// A piece of a chunked transaction (DESIGN §3.1) is at the
+		// position before it: its shard is the one its events are on
+		// (a transaction is one shard's). Its pieces are dropped like
+		// its last one, which moves that shard.
+		moved = []string{txn.Events[0].Shard}
+	}
 	if len(moved) == 0 {
 		return false
 	}

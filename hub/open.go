@@ -43,14 +43,15 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 		pos   *binlogdatapb.VGtid
 		token = from.Token
 		state *SubscriberState
+		skip  int // events of the transaction after pos the reader has
 	)
 	switch {
 	case from.Token != "":
-		v, err := h.Position(ctx, def, from.Token)
+		v, n, err := h.codec.DecodeIn(ctx, scope(def), from.Token)
 		if err != nil {
 			return nil, &CursorError{Err: err}
 		}
-		pos = v
+		pos, skip = v, n
 		if from.Subscriber != "" {
 			// The subscriber's bridges still apply to an explicit cursor
 			// inside them. A store that does not answer quickly cannot
@@ -94,7 +95,24 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			pos = StartPosition(&o)
 		}
 	}
-	src, err := h.plan(ctx, def, pos, state)
+	if skip > 0 {
+		// The subscription's cursor is the one before the transaction
+		// until its end; the token it was opened with is where it is.
+		resume := token
+		src, err := h.plan(ctx, def, pos, state, skip)
+		if err != nil {
+			return nil, err
+		}
+		before, err := h.Token(ctx, def, pos)
+		if err != nil {
+			src.Close()
+			return nil, err
+		}
+		sub := h.newSubscription(def, pos, before, src)
+		sub.subscriber, sub.inTxn, sub.resumeTok = from.Subscriber, skip, resume
+		return sub, nil
+	}
+	src, err := h.plan(ctx, def, pos, state, 0)
 	if err != nil {
 		return nil, err
 	}

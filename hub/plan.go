@@ -33,7 +33,13 @@ func WithRebuilder(r Rebuilder, observe RebuildObserver) Option {
 // subscriber's bridge spools, reshard notices for journals an exact rewrite
 // followed, or a resync notice and a fresh snapshot. It returns the source
 // chain. st is the named subscriber's state, if any.
-func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, st *SubscriberState) (txnSource, error) {
+//
+// skip is how many events of the transaction after pos the reader has (a
+// position inside a chunked transaction, DESIGN §3.1): they are dropped
+// when the plan reads from pos itself (or its spools). A rebuilt position
+// does not start at that transaction: the reader gets what follows it
+// whole, its cursor before it being the unit.
+func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, st *SubscriberState, skip int) (txnSource, error) {
 	var srcs []txnSource
 	live := pos
 	outcome := reshard.Passthrough
@@ -128,7 +134,15 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 		h.observed(def, outcome, d)
 	}
 	srcs = append(srcs, h.follow(def, live))
-	return chain(srcs...), nil
+	src := chain(srcs...)
+	if skip > 0 {
+		if outcome != reshard.Passthrough && outcome != reshard.Bridged {
+			h.log.Info("cursor inside a transaction rebuilt: the reader resumes before it", "stream", def.Name, "outcome", outcome)
+			return src, nil
+		}
+		src = &skipSource{txnSource: src, n: skip}
+	}
+	return src, nil
 }
 
 func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (reshard.Decision, error) {
@@ -252,7 +266,14 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 			if !position.Of(pos).Covers(position.Of(t.VGtid)) {
 				return seen, at, nil
 			}
-			seen, after, at = e.Seq, e.Seq, t.VGtid
+			after = e.Seq
+			if t.Partial {
+				// A piece of a chunked transaction (DESIGN §3.1) is at the
+				// position before it, which pos covering says nothing
+				// about the transaction: it is seen with its last piece.
+				continue
+			}
+			seen, at = e.Seq, t.VGtid
 		}
 		if len(entries) < 1024 {
 			return seen, at, nil

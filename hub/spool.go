@@ -88,6 +88,9 @@ type spoolSource struct {
 	// (nil once it is an entry's); prev the position before the next entry.
 	keyspace  string
 	pos, prev *binlogdatapb.VGtid
+	// has: the reader holds the chunked transaction whose pieces are
+	// being read (they are skipped, like its last piece).
+	has bool
 }
 
 const spoolPage = 256
@@ -123,6 +126,25 @@ func (s *spoolSource) join(t *source.Txn) bool {
 	if s.pos == nil {
 		return true
 	}
+	if t.Partial {
+		// A piece of a chunked transaction (DESIGN §3.1) is at the
+		// position before it and moves no shard: whether the reader has
+		// the transaction is told by its shard, where a reader past the
+		// position before it has it (it is the shard's next one).
+		if !t.Continued {
+			s.has = s.ahead(t)
+		}
+		if s.has {
+			return false
+		}
+		if position.Of(s.pos).Identical(position.Of(t.VGtid)) {
+			s.pos = nil
+		} else {
+			t.VGtid = s.pos
+		}
+		return true
+	}
+	s.has = false
 	moved := movedShards(s.prev, t.VGtid)
 	s.prev = t.VGtid
 	if len(moved) > 0 && holds(s.keyspace, s.pos, t.VGtid, moved) {
@@ -135,6 +157,18 @@ func (s *spoolSource) join(t *source.Txn) bool {
 		t.VGtid = s.pos
 	}
 	return true
+}
+
+// ahead reports whether the reader's position is past t's (the position
+// before t's transaction) on the shard t's events are on.
+func (s *spoolSource) ahead(t *source.Txn) bool {
+	if len(t.Events) == 0 {
+		return false
+	}
+	shard := t.Events[0].Shard
+	mine, ok1 := position.Of(s.pos).Lookup(s.keyspace, shard)
+	before, ok2 := position.Of(t.VGtid).Lookup(s.keyspace, shard)
+	return ok1 && ok2 && mine.Compare(before) == position.After
 }
 
 func (s *spoolSource) Next(ctx context.Context) (*source.Txn, error) {

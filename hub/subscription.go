@@ -45,6 +45,13 @@ type Subscription struct {
 	// (see split.go); rest is what is left of the batch being delivered.
 	copyRows int
 	rest     *source.Txn
+	// inTxn counts the events of the chunked transaction being delivered
+	// that the reader has (DESIGN §3.1; from its cursor when it was opened
+	// inside one); pos and token stay before the transaction until its
+	// end. resumeTok is the cursor of where the reader is inside it, once
+	// made (ResumeCursor), until the next delivery.
+	inTxn     int
+	resumeTok string
 }
 
 // SplitCopy makes the next copy-phase rows arrive in a piece of at most n
@@ -55,7 +62,7 @@ func (s *Subscription) SplitCopy(n int) { s.copyRows = n }
 // cut returns the part of txn to deliver now and keeps the rest.
 func (s *Subscription) cut(txn *source.Txn) *source.Txn {
 	if txn.Chunked() {
-		return txn
+		return s.cutPiece(txn)
 	}
 	if first, rest, ok := splitCopy(txn, s.copyRows); ok {
 		s.rest = rest
@@ -169,7 +176,7 @@ func (s *Subscription) replan(ctx context.Context, err error) bool {
 			st = cur
 		}
 	}
-	src, perr := s.hub.plan(ctx, s.def, s.pos, st)
+	src, perr := s.hub.plan(ctx, s.def, s.pos, st, s.inTxn)
 	if perr != nil {
 		s.r.Close()
 		s.r = &errSource{err: perr}
@@ -200,10 +207,15 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	if txn.Heartbeat && s.token != "" {
 		return &Delivery{Txn: txn, Cursor: s.token}, nil
 	}
+	s.resumeTok = ""
 	if txn.Partial {
 		// A piece of a chunked transaction has no cursor: the position
 		// stays before the transaction until its last piece (DESIGN §3.1).
+		s.inTxn += len(txn.Events)
 		return &Delivery{Txn: txn}, nil
+	}
+	if !txn.Heartbeat {
+		s.inTxn = 0
 	}
 	tok := ""
 	if ts, ok := s.r.(tokenSource); ok {
@@ -233,3 +245,42 @@ func (s *Subscription) Buffered() int {
 func (s *Subscription) Close() { s.close() }
 
 func (s *Subscription) close() { s.r.Close() }
+
+// cutPiece cuts a piece of a chunked transaction to the room the reader has
+// (SplitCopy), like a copy batch: a pull page then ends inside a huge
+// transaction at its limit, and its cursor says where (ResumeCursor). The
+// part delivered now is Partial, at the position before the transaction.
+func (s *Subscription) cutPiece(txn *source.Txn) *source.Txn {
+	n := s.copyRows
+	if n <= 0 || len(txn.Events) <= n {
+		return txn
+	}
+	first, rest := *txn, *txn
+	first.Events, first.Partial, first.VGtid = txn.Events[:n:n], true, s.pos
+	rest.Events, rest.Continued = txn.Events[n:], true
+	s.rest = &rest
+	return &first
+}
+
+// InTxn reports whether the reader is inside a chunked transaction: the
+// last delivery was a piece of one, not its end.
+func (s *Subscription) InTxn() bool { return s.inTxn > 0 }
+
+// ResumeCursor returns the cursor of exactly where the reader is: inside a
+// chunked transaction the position before it with the number of its
+// events delivered (a version 2 token, DESIGN §3.1), otherwise Cursor.
+// Only pull pages hand it out: WebSocket, SSE and webhooks resume a
+// transaction from its start.
+func (s *Subscription) ResumeCursor(ctx context.Context) (string, error) {
+	if s.inTxn == 0 {
+		return s.Cursor(ctx)
+	}
+	if s.resumeTok == "" {
+		tok, err := s.hub.codec.EncodeIn(ctx, scope(s.def), s.pos, s.inTxn)
+		if err != nil {
+			return "", err
+		}
+		s.resumeTok = tok
+	}
+	return s.resumeTok, nil
+}

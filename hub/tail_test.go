@@ -10,6 +10,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
 // tailEnv is a hub with tails on, whose first VStream call (the tail's,
@@ -22,13 +23,19 @@ func tailEnv(t *testing.T, start *binlogdatapb.VGtid, o TailOptions) (*env, *fak
 // tailEnvShards is tailEnv on a keyspace of the given serving shards.
 func tailEnvShards(t *testing.T, start *binlogdatapb.VGtid, o TailOptions, shards ...string) (*env, *fakevtgate.Call) {
 	t.Helper()
+	return tailEnvSource(t, start, o, nil, shards...)
+}
+
+// tailEnvSource is tailEnvShards with options for the source client.
+func tailEnvSource(t *testing.T, start *binlogdatapb.VGtid, o TailOptions, srcOpts []source.Option, shards ...string) (*env, *fakevtgate.Call) {
+	t.Helper()
 	if o.StartWait == 0 {
 		o.StartWait = 5 * time.Second
 	}
 	if o.Idle == 0 {
 		o.Idle = time.Minute
 	}
-	e := newEnv(t, WithTails(o))
+	e := newEnvSource(t, srcOpts, WithTails(o))
 	e.fake.SetTopology(ks, shards, nil)
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{{s0.Pos(start)}}})
 	first := e.open(t, From{}) // starts the tail, joins at its head
@@ -133,9 +140,11 @@ func TestTailServesCursorInRing(t *testing.T) {
 // missed, nothing repeated, and the catch-up VStream ends.
 func TestTailCatchUpHandsOver(t *testing.T) {
 	e, call := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
-	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 14)})
+	// The live reader is on the tail before 11..14 come: opened after,
+	// it could start at the head past them (the tail appends at once).
 	live := e.open(t, From{})
 	next(t, live)
+	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 14)})
 	same(t, "tail reader", read(t, live, 4), want(11, 12, 13, 14))
 
 	// The catch-up VStream sends 6..12: it reaches the ring at 10 and

@@ -47,19 +47,22 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 const (
 	DefaultBatchMaxEvents = 100
 	MaxBatchMaxEvents     = 10000
-	// BatchMaxBytes bounds a batch's events in encoded bytes: a batch of
-	// whole transactions ends before one that would pass it, and a
-	// chunked transaction (DESIGN §3.1) is cut into parts of at most
-	// this size (or batch_max_events), the cursor on the last.
-	BatchMaxBytes       = 4 << 20
-	DefaultBatchMaxWait = 0
-	MaxBatchMaxWait     = time.Minute
-	DefaultMaxAttempts  = 12
-	MaxMaxAttempts      = 1000
-	DefaultTimeout      = 10 * time.Second
-	MinTimeout          = 100 * time.Millisecond
-	MaxTimeout          = 2 * time.Minute
-	maxURLLen           = 2048
+	// batch_max_bytes bounds a batch's events in encoded bytes: a batch of
+	// whole transactions ends before one that would pass it (one larger
+	// is sent alone), and a chunked transaction (DESIGN §3.1) is cut into
+	// parts of at most this size (or batch_max_events), the cursor on the
+	// last.
+	DefaultBatchMaxBytes = 4 << 20
+	MinBatchMaxBytes     = 1 << 10
+	MaxBatchMaxBytes     = 64 << 20
+	DefaultBatchMaxWait  = 0
+	MaxBatchMaxWait      = time.Minute
+	DefaultMaxAttempts   = 12
+	MaxMaxAttempts       = 1000
+	DefaultTimeout       = 10 * time.Second
+	MinTimeout           = 100 * time.Millisecond
+	MaxTimeout           = 2 * time.Minute
+	maxURLLen            = 2048
 	// DefaultSecretGrace is how long a rotated-out secret keeps signing.
 	DefaultSecretGrace = 24 * time.Hour
 	MaxSecretGrace     = 30 * 24 * time.Hour
@@ -71,6 +74,7 @@ type CreateRequest struct {
 	// Secret is optional: one is generated (and returned once) when absent.
 	Secret         string    `json:"secret,omitempty"`
 	BatchMaxEvents int       `json:"batch_max_events,omitempty"`
+	BatchMaxBytes  int       `json:"batch_max_bytes,omitempty"`
 	BatchMaxWait   *Duration `json:"batch_max_wait,omitempty"`
 	MaxAttempts    int       `json:"max_attempts,omitempty"`
 	Timeout        *Duration `json:"timeout,omitempty"`
@@ -93,6 +97,7 @@ func (r *CreateRequest) settings() (*Webhook, error) {
 	w := &Webhook{
 		URL:            strings.TrimSpace(r.URL),
 		BatchMaxEvents: r.BatchMaxEvents,
+		BatchMaxBytes:  r.BatchMaxBytes,
 		BatchMaxWait:   Duration(DefaultBatchMaxWait),
 		MaxAttempts:    r.MaxAttempts,
 		Timeout:        Duration(DefaultTimeout),
@@ -105,6 +110,12 @@ func (r *CreateRequest) settings() (*Webhook, error) {
 		w.BatchMaxEvents = DefaultBatchMaxEvents
 	case w.BatchMaxEvents < 1 || w.BatchMaxEvents > MaxBatchMaxEvents:
 		return nil, invalid("batch_max_events", "must be between 1 and %d", MaxBatchMaxEvents)
+	}
+	switch {
+	case w.BatchMaxBytes == 0:
+		w.BatchMaxBytes = DefaultBatchMaxBytes
+	case w.BatchMaxBytes < MinBatchMaxBytes || w.BatchMaxBytes > MaxBatchMaxBytes:
+		return nil, invalid("batch_max_bytes", "must be between %d and %d", MinBatchMaxBytes, MaxBatchMaxBytes)
 	}
 	if r.BatchMaxWait != nil {
 		if d := r.BatchMaxWait.D(); d < 0 || d > MaxBatchMaxWait {

@@ -140,8 +140,9 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 
 // collect reads the next batch: it blocks for the first transaction with
 // events, then takes whole transactions that are ready (or arrive within
-// batch_max_wait) while they fit in batch_max_events. Transactions are
-// never split: one larger than batch_max_events is a batch of its own. A
+// batch_max_wait) while they fit in batch_max_events and batch_max_bytes.
+// A whole transaction larger is a batch of its own; a chunked one is cut
+// into parts (hub.SplitTxns, DESIGN §8). A
 // batch recorded before a takeover is rebuilt to its recorded end instead.
 func (ss *session) collect(ctx context.Context) (*batch, error) {
 	d := ss.d
@@ -156,7 +157,7 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 		err = ss.rebuild(ctx, b, targetEnd)
 	} else {
 		var res hub.Collected
-		res, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Bytes: BatchMaxBytes, Linger: wh.BatchMaxWait.D()})
+		res, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Bytes: wh.MaxBytes(), Linger: wh.BatchMaxWait.D()})
 		b.part, b.more = res.Part, res.Partial
 	}
 	if err != nil {

@@ -63,17 +63,58 @@ func newFakeLog() *fakeLog {
 // add appends one transaction with rows events (0: position-only),
 // the row values being "r<n>" with n counting all rows so far.
 func (l *fakeLog) add(rows int) {
+	l.addChunked(rows)
+}
+
+// addChunked appends one transaction delivered in pieces of the given
+// numbers of events (DESIGN §3.1): all but the last Partial at the
+// position before it, all but the first Continued. With one piece it is
+// a whole transaction, as add makes.
+func (l *fakeLog) addChunked(pieces ...int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := len(l.txns) + 1
-	t := &source.Txn{VGtid: fakePos(n), CommitTS: time.Now().Unix(), Received: time.Now()}
-	for i := 0; i < rows; i++ {
-		t.Events = append(t.Events, event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: "ks", Table: "t",
-			JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"txn":%d,"i":%d}`, n, i)})
+	before := l.lastLocked()
+	n, i := before+1, 0
+	for k, rows := range pieces {
+		t := &source.Txn{VGtid: fakePos(n), CommitTS: time.Now().Unix(), Received: time.Now(),
+			Partial: k < len(pieces)-1, Continued: k > 0}
+		if t.Partial {
+			t.VGtid = fakePos(before)
+		}
+		for range rows {
+			t.Events = append(t.Events, event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: "ks", Table: "t",
+				JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"txn":%d,"i":%d}`, n, i)})
+			i++
+		}
+		l.txns = append(l.txns, t)
 	}
-	l.txns = append(l.txns, t)
 	close(l.changed)
 	l.changed = make(chan struct{})
+}
+
+// lastLocked is the position after the log's last entry (0: empty).
+func (l *fakeLog) lastLocked() int {
+	if len(l.txns) == 0 {
+		return 0
+	}
+	return posN(l.txns[len(l.txns)-1].VGtid)
+}
+
+// indexAfter is the index of the first entry after position p: the first
+// that starts a transaction there.
+func (l *fakeLog) indexAfter(p int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, t := range l.txns {
+		before := 0
+		if i > 0 {
+			before = posN(l.txns[i-1].VGtid)
+		}
+		if before >= p && !t.Continued {
+			return i
+		}
+	}
+	return len(l.txns)
 }
 
 func (l *fakeLog) addN(txns, rowsEach int) {
@@ -114,14 +155,17 @@ func (s *fakeSource) Open(ctx context.Context, def *streams.Definition, from hub
 	if from.Subscriber != "" {
 		st, err := s.cursors.Get(ctx, def.Name, from.Subscriber)
 		if err == nil {
-			next = posN(st.VGtid)
+			next = s.log.indexAfter(posN(st.VGtid))
 		}
 	}
 	f := &fakeFeed{log: s.log, next: next}
 	if from.Subscriber == "" && from.Token == "" {
 		// Stream start "now": like vtgate, tell the current position at once.
 		f.next = s.log.len()
-		f.first = &hub.Delivery{Txn: &source.Txn{VGtid: fakePos(f.next), Received: time.Now()}, Cursor: "tok-" + strconv.Itoa(f.next)}
+		s.log.mu.Lock()
+		now := s.log.lastLocked()
+		s.log.mu.Unlock()
+		f.first = &hub.Delivery{Txn: &source.Txn{VGtid: fakePos(now), Received: time.Now()}, Cursor: "tok-" + strconv.Itoa(now)}
 	}
 	return f, nil
 }
@@ -134,7 +178,10 @@ type fakeFeed struct {
 
 func (f *fakeFeed) deliver(t *source.Txn) *hub.Delivery {
 	f.next++
-	return &hub.Delivery{Txn: t, Cursor: "tok-" + strconv.Itoa(f.next)}
+	if t.Partial {
+		return &hub.Delivery{Txn: t} // no cursor inside a transaction
+	}
+	return &hub.Delivery{Txn: t, Cursor: "tok-" + strconv.Itoa(posN(t.VGtid))}
 }
 
 func (f *fakeFeed) Next(ctx context.Context) (*hub.Delivery, error) {
@@ -297,6 +344,8 @@ type message struct {
 		After struct{ Txn, I int } `json:"after"`
 	}
 	Cursor string
+	Part   int  // a part of a chunked transaction (0: whole ones)
+	More   bool // more parts follow
 	Status int
 	At     time.Time
 }
@@ -338,12 +387,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	var parsed struct {
 		Events json.RawMessage `json:"events"`
 		Cursor string          `json:"cursor"`
+		Part   int             `json:"part"`
+		More   bool            `json:"more"`
 	}
 	if err := json.Unmarshal(body, &parsed); err != nil {
 		r.t.Errorf("receiver: body is not JSON: %v: %s", err, body)
 	}
 	json.Unmarshal(parsed.Events, &m.Events)
-	m.Cursor = parsed.Cursor
+	m.Cursor, m.Part, m.More = parsed.Cursor, parsed.Part, parsed.More
 	if err := Verify(testSecret, req.Header, body, time.Now(), DefaultTolerance); err != nil {
 		r.t.Errorf("receiver: signature: %v", err)
 	}

@@ -118,6 +118,7 @@ type View struct {
 	State          State     `json:"state"`
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	BatchMaxEvents int       `json:"batch_max_events"`
+	BatchMaxBytes  int       `json:"batch_max_bytes"`
 	BatchMaxWait   Duration  `json:"batch_max_wait"`
 	MaxAttempts    int       `json:"max_attempts"`
 	Timeout        Duration  `json:"timeout"`
@@ -267,7 +268,7 @@ func (s *Service) List(ctx context.Context, stream string) ([]*View, error) {
 func (s *Service) view(ctx context.Context, w *Webhook) (*View, error) {
 	v := &View{
 		ID: w.ID, Stream: w.Stream, URL: w.URL, State: StateActive,
-		BatchMaxEvents: w.BatchMaxEvents, BatchMaxWait: w.BatchMaxWait,
+		BatchMaxEvents: w.BatchMaxEvents, BatchMaxBytes: w.MaxBytes(), BatchMaxWait: w.BatchMaxWait,
 		MaxAttempts: w.MaxAttempts, Timeout: w.Timeout, Subscriber: w.Subscriber(),
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}

@@ -24,7 +24,7 @@ func TestCreateDefaults(t *testing.T) {
 	if _, err := ParseSecret(v.Secret); err != nil {
 		t.Fatalf("generated secret %q: %v", v.Secret, err)
 	}
-	if v.BatchMaxEvents != DefaultBatchMaxEvents || v.MaxAttempts != DefaultMaxAttempts || v.Timeout.D() != DefaultTimeout || v.BatchMaxWait != 0 {
+	if v.BatchMaxEvents != DefaultBatchMaxEvents || v.BatchMaxBytes != DefaultBatchMaxBytes || v.MaxAttempts != DefaultMaxAttempts || v.Timeout.D() != DefaultTimeout || v.BatchMaxWait != 0 {
 		t.Fatalf("defaults %+v", v)
 	}
 	if v.State != StateActive || v.Cursor != "tok-1" || v.DeadLetters != 0 {
@@ -85,6 +85,9 @@ func TestCreateValidation(t *testing.T) {
 		"credentials":      {CreateRequest{URL: "http://u:p@127.0.0.1/"}, "url"},
 		"batch too big":    {CreateRequest{URL: "http://127.0.0.1/", BatchMaxEvents: MaxBatchMaxEvents + 1}, "batch_max_events"},
 		"batch negative":   {CreateRequest{URL: "http://127.0.0.1/", BatchMaxEvents: -1}, "batch_max_events"},
+		"bytes too small":  {CreateRequest{URL: "http://127.0.0.1/", BatchMaxBytes: MinBatchMaxBytes - 1}, "batch_max_bytes"},
+		"bytes too big":    {CreateRequest{URL: "http://127.0.0.1/", BatchMaxBytes: MaxBatchMaxBytes + 1}, "batch_max_bytes"},
+		"bytes negative":   {CreateRequest{URL: "http://127.0.0.1/", BatchMaxBytes: -1}, "batch_max_bytes"},
 		"wait too long":    {CreateRequest{URL: "http://127.0.0.1/", BatchMaxWait: d(2 * time.Minute)}, "batch_max_wait"},
 		"wait negative":    {CreateRequest{URL: "http://127.0.0.1/", BatchMaxWait: d(-time.Second)}, "batch_max_wait"},
 		"attempts":         {CreateRequest{URL: "http://127.0.0.1/", MaxAttempts: MaxMaxAttempts + 1}, "max_attempts"},

@@ -81,14 +81,17 @@ const (
 
 // Webhook is the stored definition of a webhook.
 type Webhook struct {
-	ID             string   `json:"id"`
-	Stream         string   `json:"stream"`
-	URL            string   `json:"url"`
-	BatchMaxEvents int      `json:"batch_max_events"`
-	BatchMaxWait   Duration `json:"batch_max_wait"`
-	MaxAttempts    int      `json:"max_attempts"`
-	Timeout        Duration `json:"timeout"`
-	Paused         bool     `json:"paused"`
+	ID             string `json:"id"`
+	Stream         string `json:"stream"`
+	URL            string `json:"url"`
+	BatchMaxEvents int    `json:"batch_max_events"`
+	// BatchMaxBytes is 0 in webhooks stored before it existed: the
+	// default (MaxBytes).
+	BatchMaxBytes int      `json:"batch_max_bytes,omitempty"`
+	BatchMaxWait  Duration `json:"batch_max_wait"`
+	MaxAttempts   int      `json:"max_attempts"`
+	Timeout       Duration `json:"timeout"`
+	Paused        bool     `json:"paused"`
 	// Secrets sign every request. The first is the current one; the others
 	// are rotated-out secrets that keep signing until their ExpiresAt so
 	// receivers can switch over without dropping a request.
@@ -134,4 +137,12 @@ type Status struct {
 	Disabled       bool      `json:"disabled"`
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+}
+
+// MaxBytes is the webhook's batch_max_bytes.
+func (w *Webhook) MaxBytes() int {
+	if w.BatchMaxBytes <= 0 {
+		return DefaultBatchMaxBytes
+	}
+	return w.BatchMaxBytes
 }

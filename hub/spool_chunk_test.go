@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/source"
+)
+
+// spooledChunked gives alice (acked at -80:10, 80-:10) a bridge whose spool
+// holds, in order: id 1 on -80; a chunked transaction on 80- in three
+// pieces (ids 2 3 | 4 | 5), the pieces at the position before it; id 6 on
+// -80. The stream continues on shard 0 at pos(50).
+func spooledChunked(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.ack(t, "alice", mergePos(10, 10))
+	log := "spool/orders/alice/merge"
+	ev := func(shard string, id int) event.Event {
+		return event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: ks, Shard: shard, Table: "t",
+			JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"id":%d}`, id)}
+	}
+	for _, txn := range []*source.Txn{
+		{VGtid: mergePos(11, 10), Events: []event.Event{ev("-80", 1)}},
+		{VGtid: mergePos(11, 10), Events: []event.Event{ev("80-", 2), ev("80-", 3)}, Partial: true},
+		{VGtid: mergePos(11, 10), Events: []event.Event{ev("80-", 4)}, Partial: true, Continued: true},
+		{VGtid: mergePos(11, 11), Events: []event.Event{ev("80-", 5)}, Continued: true},
+		{VGtid: mergePos(12, 11), Events: []event.Event{ev("-80", 6)}},
+	} {
+		txn.CommitTS = 100
+		b, err := encodeSpoolEntry(txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.Append(ctx, log, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, _ := position.Of(mergePos(10, 10)).Marshal()
+	after, _ := position.Of(pos(50)).Marshal()
+	st.Bridges = []Bridge{{Journal: "merge", Log: log, From: from, After: after, Events: 6}}
+	if err := e.hub.cursors.put(ctx, e.def.Name, st); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SetTopology(ks, []string{"0"}, nil)
+	return e
+}
+
+// A spool keeps a chunked transaction's pieces with their marks, and a
+// cursor inside the spool resumes correctly around it: before it (the
+// pieces' own position, which does not mean they were read), past it on
+// its shard only (its pieces skipped with its end), behind it on its
+// shard only, and inside it (a pull cursor: position and events read).
+func TestSpoolChunkedTransaction(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		from func(e *env) string
+		want string // deliveries, pieces marked "…" until the last
+	}{
+		{"acked position", func(e *env) string { return e.token(t, mergePos(10, 10)) }, "1 | 2 3… | 4… | 5 | 6"},
+		{"before the chunked transaction", func(e *env) string { return e.token(t, mergePos(11, 10)) }, "2 3… | 4… | 5 | 6"},
+		{"past it on 80- only", func(e *env) string { return e.token(t, mergePos(10, 11)) }, "1 | 6"},
+		{"past everything on -80", func(e *env) string { return e.token(t, mergePos(12, 10)) }, "2 3… | 4… | 5"},
+		{"after it", func(e *env) string { return e.token(t, mergePos(11, 11)) }, "6"},
+		{"inside it, 2 events read", func(e *env) string {
+			tok, err := e.hub.codec.EncodeIn(ctx, scope(e.def), mergePos(11, 10), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}, "4… | 5 | 6"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := spooledChunked(t)
+			s := e.open(t, From{Token: c.from(e), Subscriber: "alice"})
+			s0 := fakevtgate.Shard{Keyspace: ks, Name: "0"}
+			e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(51), field(s0), row(s0, "7"))}})
+			var got []string
+			for len(got) < 10 {
+				d := next(t, s)
+				if len(d.Events) == 0 {
+					continue
+				}
+				sum := summary(t, d.Txn)
+				if sum == "7" {
+					break
+				}
+				if d.Partial {
+					sum += "…"
+					if d.Cursor != "" {
+						t.Fatalf("piece %s with a cursor", sum)
+					}
+				}
+				got = append(got, sum)
+			}
+			if strings.Join(got, " | ") != c.want {
+				t.Fatalf("got %s, want %s", strings.Join(got, " | "), c.want)
+			}
+		})
+	}
+}
+
+// A bridge stream that stalls inside a chunked transaction is reopened
+// before it and skips what was spooled: the spool holds every row once,
+// the pieces with their marks.
+func TestBridgeReopensInsideChunkedTransaction(t *testing.T) {
+	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)})
+	e.hub.bridgeStall = 100 * time.Millisecond
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	rows := func(ids ...string) [][]*binlogdatapb.VEvent {
+		var out [][]*binlogdatapb.VEvent
+		for _, id := range ids {
+			out = append(out, []*binlogdatapb.VEvent{row(s0, id)})
+		}
+		return out
+	}
+	begin := [][]*binlogdatapb.VEvent{{field(s0), s0.Begin(100)}}
+	e.fake.Push(
+		// Rows 1..3: 1 and 2 are spooled (3 is held back), then silence.
+		fakevtgate.Script{Open: true, Batches: append(begin, rows("1", "2", "3")...)},
+		fakevtgate.Script{Batches: append(append(append(begin, rows("1", "2", "3", "4")...),
+			[]*binlogdatapb.VEvent{s0.Pos(pos(11)), s0.Commit(100)}), journalEnd()...)},
+	)
+	sub := bridge(t, e, j)
+	samePos(t, "the reopened bridge stream", e.fake.Call(t, 1).Req.Vgtid, pos(10))
+	entries, err := e.st.ReadLog(context.Background(), sub.Bridges[0].Log, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range entries {
+		txn, err := decodeSpoolEntry(en.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := summary(t, txn)
+		if txn.Partial {
+			s += "…"
+		}
+		got = append(got, s)
+	}
+	if want := "1… | 2… | 3… | 4"; strings.Join(got, " | ") != want {
+		t.Fatalf("spool %s, want %s", strings.Join(got, " | "), want)
+	}
+}
