@@ -51,6 +51,12 @@ type Bridge struct {
 
 // put writes a subscriber state.
 func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) error {
+	return c.putFenced(ctx, stream, s, nil)
+}
+
+// putFenced is put, refused (store.ErrFenced) unless fence is nil or
+// still held.
+func (c *Cursors) putFenced(ctx context.Context, stream string, s *SubscriberState, fence *store.Lease) error {
 	raw, err := position.Of(s.VGtid).Marshal()
 	if err != nil {
 		return err
@@ -60,7 +66,12 @@ func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) er
 	if err != nil {
 		return err
 	}
-	if err := c.st.Put(ctx, cursorNS(stream), s.Name, b); err != nil {
+	if fence != nil {
+		err = c.st.PutFenced(ctx, cursorNS(stream), s.Name, b, fence.Name, fence.Token)
+	} else {
+		err = c.st.Put(ctx, cursorNS(stream), s.Name, b)
+	}
+	if err != nil {
 		return fmt.Errorf("store cursor: %w", err)
 	}
 	c.known.remember(stream, s.Name, s.VGtid)

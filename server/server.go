@@ -101,12 +101,13 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		}
 		log.Info("streams loaded", "file", cfg.StreamsFile, "count", n)
 	}
+	holder := replicaID()
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
 	s.journals, s.streams = journals, reg
 	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithHolder(holder)}
 	if cfg.Vtctld != "" {
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
 			return nil, err
@@ -114,7 +115,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		hubOpts = append(hubOpts, hub.WithMover(hubMover{m: s.mover, reg: reg}))
 	}
 	s.hub = hub.New(s.src, codec, st, hubOpts...)
-	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
+	s.watcher = reshard.NewWatcher(s.src, st, journals, holder, servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal) {
 			defs, err := reg.List(ctx)
 			if err != nil {
