@@ -111,7 +111,9 @@ func TestMoveTablesReverse(t *testing.T) {
 	waitRows(30)
 
 	// Created and cancelled before the switch: nothing changes.
-	step("MoveTables create", func() error { return cluster.MoveTables(ctx, otherKeyspace, cancelled, homeKeyspace, "customer,corder") })
+	step("MoveTables create", func() error {
+		return cluster.MoveTables(ctx, otherKeyspace, cancelled, homeKeyspace, "customer,corder")
+	})
 	waitRows(50)
 	step("MoveTables cancel", func() error { return cluster.Cancel(ctx, otherKeyspace, cancelled) })
 	waitRows(30)
