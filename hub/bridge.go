@@ -10,6 +10,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
@@ -118,7 +119,8 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		h.st.DeleteLog(ctx, log)
 		return status, nil
 	}
-	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes})
+	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes,
+		Notice: cutoverNotice(j)})
 	if err := h.cursors.putFenced(ctx, def.Name, cur, fence); err != nil {
 		return status, err
 	}
@@ -226,6 +228,20 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		after = after.Replace(j.Keyspace, shardNames(after.InKeyspace(j.Keyspace)))
 	}
 	return after.VGtid(), nil
+}
+
+// cutoverNotice is the control event of j that readers online across it
+// get: `moved` for a MoveTables cutover (as hub/move.go emits it),
+// `reshard` otherwise (as plan.go's exact rewrites do).
+func cutoverNotice(j *reshard.Journal) *BridgeNotice {
+	if j.Moves() {
+		return &BridgeNotice{Type: event.TypeMoved, Keyspace: j.Keyspace, Fields: map[string]any{
+			"tables": j.Tables, "from": j.Keyspace, "to": j.TargetKeyspace, "journal": j.Key,
+		}}
+	}
+	return &BridgeNotice{Type: event.TypeReshard, Keyspace: j.Keyspace, Fields: map[string]any{
+		"from": j.From(), "to": j.To(), "journal_id": fmt.Sprint(j.ID),
+	}}
 }
 
 func cutoverKind(j *reshard.Journal) string {

@@ -9,6 +9,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -47,6 +48,17 @@ type Bridge struct {
 	After   []byte `json:"after"`   // position after the spool, on the new shards
 	Events  int    `json:"events"`
 	Bytes   int    `json:"bytes"`
+	// Notice is the control event a reader online across the cutover got
+	// (`reshard` or `moved`): a reader of the spool gets it at the spool's
+	// end, once. Absent in bridges recorded before notices were kept.
+	Notice *BridgeNotice `json:"notice,omitempty"`
+}
+
+// BridgeNotice is a control event kept with a bridge.
+type BridgeNotice struct {
+	Type     event.Type     `json:"type"`
+	Keyspace string         `json:"keyspace"`
+	Fields   map[string]any `json:"fields"`
 }
 
 // put writes a subscriber state.

@@ -64,13 +64,13 @@ type movingSource struct {
 	// held is a transaction of the source read while a workflow moves the
 	// stream's tables: it is released (or dropped as a copy) when look,
 	// the journal read begun after it arrived, is done.
-	held   *source.Txn
-	look   *lookup
+	held *source.Txn
+	look *lookup
 	// trace is when the first transaction without rows since the last
 	// look-up arrived: perhaps a switch's journal (vtgate drops a TABLES
 	// JOURNAL but passes its transaction on, empty), after which the next
 	// transaction with rows may be a reverse copy.
-	trace time.Time
+	trace  time.Time
 	ctx    context.Context // the readers' context, cancelled by Close
 	cancel context.CancelFunc
 	opts   []source.ReadOption // for the first VStream only (resuming inside a transaction)
@@ -90,7 +90,7 @@ type lookup struct {
 func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
 	ks := keyspaceOf(pos, def.Keyspace)
 	if h.mover == nil {
-		return h.src.Open(ctx, h.spec(def, ks), pos, opts...)
+		return h.watchDropped(def, h.src.Open(ctx, h.spec(def, ks), pos, opts...))
 	}
 	m := &movingSource{h: h, def: def, pos: pos, ks: ks, opts: opts}
 	m.ctx, m.cancel = context.WithCancel(ctx)

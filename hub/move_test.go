@@ -336,12 +336,28 @@ func TestMoveBridge(t *testing.T) {
 		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
 	}})
 	s := e.open(t, From{Subscriber: "alice"})
-	for _, want := range []string{"1", "2", "4", "5", "7"} {
-		if got := summary(t, next(t, s).Txn); got != want {
+	var notice *Delivery
+	for _, want := range []string{"1", "2", "4", "5", "moved", "7"} {
+		d := next(t, s)
+		if got := summary(t, d.Txn); got != want {
 			t.Fatalf("got %q, want %q", got, want)
+		}
+		if want == "moved" {
+			isMoved(t, d.Txn) // as a reader online across the switch got it
+			notice = d
 		}
 	}
 	samePos(t, "after the spool", e.fake.Call(t, 1).Req.Vgtid, fakevtgate.VGtid(commerceKs, "0", commerceAt))
+	s.Close()
+
+	// Acked at the notice: alice continues on the target, no second notice.
+	e.ack(t, "alice", notice.VGtid)
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
+	}})
+	if got := summary(t, next(t, e.open(t, From{Subscriber: "alice"})).Txn); got != "7" {
+		t.Fatalf("after acking the notice: %q, want 7", got)
+	}
 }
 
 // DESIGN §4.1 rule 6: an anonymous cursor behind a cutover whose workflow
@@ -386,7 +402,7 @@ func TestMoveGateAfterTrace(t *testing.T) {
 		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
 		s0.Txn(100, pos(12)), // another table's transaction: a trace
 		s0.Txn(100, pos(13), row(s0, "2")),
-		s0.Txn(100, pos(20)), // the switch's journal, its JOURNAL dropped by vtgate
+		s0.Txn(100, pos(20)),               // the switch's journal, its JOURNAL dropped by vtgate
 		s0.Txn(100, pos(21), row(s0, "3")), // a reverse copy
 	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "6")),
