@@ -46,7 +46,13 @@ func tablesAtHome(t *testing.T, ctx context.Context) {
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRowContext(ctx, "select count(*) from customer.customer where customer_id < 0").Scan(&n); err != nil {
+	err = db.QueryRowContext(ctx, "select count(*) from customer.customer where customer_id < 0").Scan(&n)
+	if err == nil {
+		// A query of customer.customer follows routing rules: a workflow
+		// left behind (a test failed half-way) may route it elsewhere.
+		err = noRoutingRules(ctx)
+	}
+	if err != nil {
 		t.Logf("customer tables are not in %s (%v): recreating the cluster", homeKeyspace, err)
 		if err := cluster.Down(ctx); err != nil {
 			t.Fatal(err)
@@ -56,6 +62,27 @@ func tablesAtHome(t *testing.T, ctx context.Context) {
 		}
 		flushRedis(t, ctx)
 	}
+}
+
+// noRoutingRules fails while vtctld's routing rules name a table: a
+// MoveTables workflow exists (created, switched or reversed).
+func noRoutingRules(ctx context.Context) error {
+	out, err := runVtctldclient(ctx, "GetRoutingRules")
+	if err != nil {
+		return fmt.Errorf("GetRoutingRules: %v: %s", err, out)
+	}
+	var rr struct {
+		Rules []struct {
+			FromTable string `json:"from_table"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal(out, &rr); err != nil {
+		return fmt.Errorf("GetRoutingRules: %v: %s", err, out)
+	}
+	if len(rr.Rules) > 0 {
+		return fmt.Errorf("routing rules still route %d tables (%s, …): a workflow was left behind", len(rr.Rules), rr.Rules[0].FromTable)
+	}
+	return nil
 }
 
 // moveWriter inserts customers one per transaction, without pause while

@@ -211,7 +211,10 @@ func (r *whReceiver) messages() []*whMsg {
 // processed returns the change events of the processed messages,
 // de-duplicated by webhook-id (first processing wins), in arrival order.
 // Two messages with one id must have the same body.
-func (r *whReceiver) processed() []ev {
+func (r *whReceiver) processed() []ev { return r.processedOf("change") }
+
+// processedOf is processed for events of type typ (control events too).
+func (r *whReceiver) processedOf(typ string) []ev {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	bodies := map[string][]byte{}
@@ -228,7 +231,7 @@ func (r *whReceiver) processed() []ev {
 		}
 		bodies[m.id] = m.body
 		for _, e := range m.events {
-			if e.Type == "change" {
+			if e.Type == typ {
 				out = append(out, e)
 			}
 		}

@@ -291,6 +291,10 @@ func streamError(err error) error {
 	if errors.As(err, &ge) {
 		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
 	}
+	var td *hub.TablesDroppedError
+	if errors.As(err, &td) {
+		return apiErr(http.StatusConflict, "tables_dropped", td.Error())
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return errStoreUnavailable
 	}

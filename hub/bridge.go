@@ -11,9 +11,11 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -64,6 +66,13 @@ func effectivePosition(st *SubscriberState) (*binlogdatapb.VGtid, error) {
 // position is behind the cutover. It is safe to call again (a failed or
 // interrupted bridge restarts from scratch).
 func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub string, j *reshard.Journal) (*BridgeStatus, error) {
+	return h.bridgeSubscriber(ctx, def, sub, j, nil)
+}
+
+// bridgeSubscriber is BridgeSubscriber; with fence, the spool and the
+// subscriber's state are written only while that lease is held (a replica
+// that lost it cannot append to a spool another one is writing).
+func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub string, j *reshard.Journal, fence *store.Lease) (*BridgeStatus, error) {
 	st, err := h.cursors.Get(ctx, def.Name, sub)
 	if err != nil {
 		return nil, err
@@ -89,7 +98,7 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 	h.saveBridgeStatus(ctx, j.Keyspace, status)
 
 	log := fmt.Sprintf("spool/%s/%s/%s", def.Name, sub, j.Key)
-	after, err := h.capture(ctx, def, from, j, log, status)
+	after, err := h.capture(ctx, def, from, j, log, status, fence)
 	status.Finished = time.Now().UTC()
 	if err != nil {
 		status.State, status.Error = "failed", err.Error()
@@ -111,8 +120,9 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		h.st.DeleteLog(ctx, log)
 		return status, nil
 	}
-	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes})
-	if err := h.cursors.put(ctx, def.Name, cur); err != nil {
+	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes,
+		Notice: cutoverNotice(j)})
+	if err := h.cursors.putFenced(ctx, def.Name, cur, fence); err != nil {
 		return status, err
 	}
 	status.State = "done"
@@ -131,7 +141,7 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 // its capture ends when every source shard reached the journal's local
 // position, and drops what follows on a shard already there (the reverse
 // workflow's copies).
-func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlogdatapb.VGtid, j *reshard.Journal, log string, status *BridgeStatus) (*binlogdatapb.VGtid, error) {
+func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlogdatapb.VGtid, j *reshard.Journal, log string, status *BridgeStatus, fence *store.Lease) (*binlogdatapb.VGtid, error) {
 	if err := h.st.DeleteLog(ctx, log); err != nil {
 		return nil, err
 	}
@@ -149,7 +159,12 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if len(batch) == 0 {
 			return nil
 		}
-		_, err := h.st.Append(ctx, log, batch...)
+		var err error
+		if fence != nil {
+			_, err = h.st.AppendFenced(ctx, log, fence.Name, fence.Token, batch...)
+		} else {
+			_, err = h.st.Append(ctx, log, batch...)
+		}
 		batch = batch[:0]
 		return err
 	}
@@ -229,6 +244,20 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	return after.VGtid(), nil
 }
 
+// cutoverNotice is the control event of j that readers online across it
+// get: `moved` for a MoveTables cutover (as hub/move.go emits it),
+// `reshard` otherwise (as plan.go's exact rewrites do).
+func cutoverNotice(j *reshard.Journal) *BridgeNotice {
+	if j.Moves() {
+		return &BridgeNotice{Type: event.TypeMoved, Keyspace: j.Keyspace, Fields: map[string]any{
+			"tables": j.Tables, "from": j.Keyspace, "to": j.TargetKeyspace, "journal": j.Key,
+		}}
+	}
+	return &BridgeNotice{Type: event.TypeReshard, Keyspace: j.Keyspace, Fields: map[string]any{
+		"from": j.From(), "to": j.To(), "journal_id": fmt.Sprint(j.ID),
+	}}
+}
+
 func cutoverKind(j *reshard.Journal) string {
 	if j.Moves() {
 		return "movetables"
@@ -264,6 +293,11 @@ func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeSta
 // that is behind j's cutover. Subscribers are bridged concurrently (a few
 // at a time): the old shards may be deleted seconds after the switch.
 func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
+	h.bridgeAll(ctx, defs, j, nil)
+}
+
+// bridgeAll is BridgeAll, its writes fenced by fence when not nil.
+func (h *Hub) bridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal, fence *store.Lease) {
 	if !j.Moves() {
 		h.awaitSwitch(ctx, j)
 	}
@@ -284,7 +318,7 @@ func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *resh
 			go func(def *streams.Definition, sub string) {
 				defer wg.Done()
 				defer func() { <-sem }()
-				if _, err := h.BridgeSubscriber(ctx, def, sub, j); err != nil {
+				if _, err := h.bridgeSubscriber(ctx, def, sub, j, fence); err != nil {
 					h.log.Error("bridging a subscriber across a cutover failed: it will get its stream's on_gap policy if the old shards (or moved tables) are deleted before it returns",
 						"stream", def.Name, "subscriber", sub, "journal", j.Key, "err", err)
 				}
@@ -309,22 +343,6 @@ func Crosses(def *streams.Definition, j *reshard.Journal) bool {
 	// (server/moves.go), and its subscribers are already behind it.
 	follows, _ := def.Follows(j.Keyspace, j.Tables)
 	return follows && !def.Moved().After(j.SeenAt)
-}
-
-// BridgeMoved bridges, in the background until the hub closes, the named
-// subscribers of the streams that followed MoveTables journal j: the
-// journal read that found it must not wait for the captures.
-func (h *Hub) BridgeMoved(defs []*streams.Definition, j *reshard.Journal) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return
-	}
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		h.BridgeAll(h.ctx, defs, j)
-	}()
 }
 
 // NeedsOldShards reports whether subscriber s still needs j's old shards:

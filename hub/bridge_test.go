@@ -133,6 +133,13 @@ func TestBridge(t *testing.T) {
 	if n := e.fake.Calls(); n != 1 {
 		t.Fatalf("VStream opened during the spool replay (%d calls)", n)
 	}
+	// The reshard event a reader online across the cutover got, once,
+	// at the spool's end.
+	d := next(t, s)
+	if got := summary(t, d.Txn); got != "reshard" || member(t, d.Events[0], "to") != `["-80","80-"]` {
+		t.Fatalf("at the spool's end: %q %s, want the reshard notice", got, d.Events[0].AppendJSON(nil, ""))
+	}
+	samePos(t, "the notice's cursor", d.VGtid, targets)
 	e.fake.Push(liveOnNewShards())
 	if got := summary(t, next(t, s).Txn); got != "4" {
 		t.Fatalf("after the spool: %q, want 4", got)
@@ -156,6 +163,9 @@ func TestBridge(t *testing.T) {
 	s = e.open(t, From{Subscriber: "alice"})
 	if got := summary(t, next(t, s).Txn); got != "2 3" {
 		t.Fatalf("after acking inside the spool: %q, want 2 3", got)
+	}
+	if got := summary(t, next(t, s).Txn); got != "reshard" {
+		t.Fatalf("at the spool's end: %q, want reshard", got)
 	}
 	e.fake.Push(liveOnNewShards())
 	next(t, s)

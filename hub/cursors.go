@@ -9,6 +9,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -47,10 +48,27 @@ type Bridge struct {
 	After   []byte `json:"after"`   // position after the spool, on the new shards
 	Events  int    `json:"events"`
 	Bytes   int    `json:"bytes"`
+	// Notice is the control event a reader online across the cutover got
+	// (`reshard` or `moved`): a reader of the spool gets it at the spool's
+	// end, once. Absent in bridges recorded before notices were kept.
+	Notice *BridgeNotice `json:"notice,omitempty"`
+}
+
+// BridgeNotice is a control event kept with a bridge.
+type BridgeNotice struct {
+	Type     event.Type     `json:"type"`
+	Keyspace string         `json:"keyspace"`
+	Fields   map[string]any `json:"fields"`
 }
 
 // put writes a subscriber state.
 func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) error {
+	return c.putFenced(ctx, stream, s, nil)
+}
+
+// putFenced is put, refused (store.ErrFenced) unless fence is nil or
+// still held.
+func (c *Cursors) putFenced(ctx context.Context, stream string, s *SubscriberState, fence *store.Lease) error {
 	raw, err := position.Of(s.VGtid).Marshal()
 	if err != nil {
 		return err
@@ -60,7 +78,12 @@ func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) er
 	if err != nil {
 		return err
 	}
-	if err := c.st.Put(ctx, cursorNS(stream), s.Name, b); err != nil {
+	if fence != nil {
+		err = c.st.PutFenced(ctx, cursorNS(stream), s.Name, b, fence.Name, fence.Token)
+	} else {
+		err = c.st.Put(ctx, cursorNS(stream), s.Name, b)
+	}
+	if err != nil {
 		return fmt.Errorf("store cursor: %w", err)
 	}
 	c.known.remember(stream, s.Name, s.VGtid)

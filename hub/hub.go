@@ -45,6 +45,9 @@ type Hub struct {
 	observe   RebuildObserver
 	mover     Mover // nil: MoveTables cutovers are not followed
 
+	holder       string        // this replica, in leases
+	moveLeaseTTL time.Duration // MoveTables bridging leases
+
 	bridgeTimeout  time.Duration
 	bridgeStall    time.Duration
 	spoolMaxEvents int
@@ -91,7 +94,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
-		lossWindow: DefaultLossWindow,
+		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
 	}
 	for _, o := range opts {
 		o(h)

@@ -31,6 +31,9 @@ type Mover interface {
 	// Pending reports whether a MoveTables workflow involves one of
 	// tables of keyspace.
 	Pending(keyspace string, tables []string) bool
+	// Fresh returns once a read of the routing rules that began at or
+	// after `after` is done: Pending then answers from it.
+	Fresh(ctx context.Context, after time.Time) error
 	// Sync returns once a journal read of keyspace that began at or after
 	// `after` is done and any cutover it found is recorded in the streams'
 	// definitions.
@@ -61,8 +64,13 @@ type movingSource struct {
 	// held is a transaction of the source read while a workflow moves the
 	// stream's tables: it is released (or dropped as a copy) when look,
 	// the journal read begun after it arrived, is done.
-	held   *source.Txn
-	look   *lookup
+	held *source.Txn
+	look *lookup
+	// trace is when the first transaction without rows since the last
+	// look-up arrived: perhaps a switch's journal (vtgate drops a TABLES
+	// JOURNAL but passes its transaction on, empty), after which the next
+	// transaction with rows may be a reverse copy.
+	trace  time.Time
 	ctx    context.Context // the readers' context, cancelled by Close
 	cancel context.CancelFunc
 	opts   []source.ReadOption // for the first VStream only (resuming inside a transaction)
@@ -82,7 +90,7 @@ type lookup struct {
 func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
 	ks := keyspaceOf(pos, def.Keyspace)
 	if h.mover == nil {
-		return h.src.Open(ctx, h.spec(def, ks), pos, opts...)
+		return h.watchDropped(def, h.src.Open(ctx, h.spec(def, ks), pos, opts...))
 	}
 	m := &movingSource{h: h, def: def, pos: pos, ks: ks, opts: opts}
 	m.ctx, m.cancel = context.WithCancel(ctx)
@@ -173,13 +181,28 @@ func (m *movingSource) applicable(ctx context.Context, ks string, entry *binlogd
 }
 
 // startLookup looks up the move to cross in the background; with gate,
-// only after a journal read that began at or after `after` is done.
-func (m *movingSource) startLookup(gate bool, after time.Time) {
+// only after a journal read that began at or after `after` is done. With
+// rulesAfter set, the journal read is needed only if a routing-rules read
+// begun at or after rulesAfter names the stream's tables.
+func (m *movingSource) startLookup(gate bool, after, rulesAfter time.Time) {
 	l := &lookup{done: make(chan struct{})}
 	m.look = l
 	ks, entry := m.ks, m.entry
 	go func() {
 		defer close(l.done)
+		if gate && !rulesAfter.IsZero() {
+			if err := m.h.mover.Fresh(m.ctx, rulesAfter); err != nil {
+				if m.ctx.Err() != nil {
+					l.err = m.ctx.Err()
+					return
+				}
+				// vtctld does not answer: the rules last polled decide, as
+				// they do for every transaction without a trace.
+				m.h.log.Warn("MoveTables: reading routing rules after a possible switch failed; using the last ones read",
+					"stream", m.def.Name, "keyspace", ks, "err", err)
+			}
+			gate = m.h.mover.Pending(ks, m.def.TableNames())
+		}
 		if gate {
 			if l.err = m.sync(m.ctx, ks, after); l.err != nil {
 				return
@@ -294,7 +317,7 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 		} else if !m.looked && m.entry != nil {
 			// Entering a keyspace: is there a recorded move out of it
 			// still ahead of the reader?
-			m.startLookup(false, time.Time{})
+			m.startLookup(false, time.Time{}, time.Time{})
 			continue
 		}
 		if txn := m.held; txn != nil {
@@ -342,8 +365,21 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 			// after the cutover. Only a journal read that began after it
 			// arrived can tell.
 			m.held = txn
-			m.startLookup(true, txn.Received)
+			m.startLookup(true, txn.Received, time.Time{})
+			m.trace = time.Time{}
 			continue
+		} else if m.cut == nil && len(txn.Events) > 0 && !m.trace.IsZero() {
+			// Rows after a possible switch the rules polled so far do not
+			// show (a workflow created and switched within one poll):
+			// routing rules read after the trace decide whether to hold
+			// the transaction for a journal read.
+			m.held = txn
+			m.startLookup(true, txn.Received, m.trace)
+			m.trace = time.Time{}
+			continue
+		}
+		if m.cut == nil && len(txn.Events) == 0 && m.trace.IsZero() && m.entry != nil {
+			m.trace = txn.Received
 		}
 		if m.cut != nil && m.pastCut(txn) {
 			continue

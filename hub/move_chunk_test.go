@@ -19,6 +19,7 @@ type oneMove struct{ mv streams.Move }
 
 func (m oneMove) Pending(string, []string) bool                 { return false }
 func (m oneMove) Sync(context.Context, string, time.Time) error { return nil }
+func (m oneMove) Fresh(context.Context, time.Time) error        { return nil }
 func (m oneMove) Completed(context.Context, string, []string) (bool, error) {
 	return false, nil
 }

@@ -48,6 +48,20 @@ type fakeMover struct {
 	release chan func()
 	// completed: the workflow is completed (the source tables dropped).
 	completed bool
+	// fresh, when set, runs at every Fresh (a routing-rules read): it may
+	// set pending.
+	fresh  func()
+	freshs []time.Time
+}
+
+func (f *fakeMover) Fresh(_ context.Context, after time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.freshs = append(f.freshs, after)
+	if f.fresh != nil {
+		f.fresh()
+	}
+	return nil
 }
 
 func (f *fakeMover) Pending(string, []string) bool {
@@ -322,12 +336,28 @@ func TestMoveBridge(t *testing.T) {
 		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
 	}})
 	s := e.open(t, From{Subscriber: "alice"})
-	for _, want := range []string{"1", "2", "4", "5", "7"} {
-		if got := summary(t, next(t, s).Txn); got != want {
+	var notice *Delivery
+	for _, want := range []string{"1", "2", "4", "5", "moved", "7"} {
+		d := next(t, s)
+		if got := summary(t, d.Txn); got != want {
 			t.Fatalf("got %q, want %q", got, want)
+		}
+		if want == "moved" {
+			isMoved(t, d.Txn) // as a reader online across the switch got it
+			notice = d
 		}
 	}
 	samePos(t, "after the spool", e.fake.Call(t, 1).Req.Vgtid, fakevtgate.VGtid(commerceKs, "0", commerceAt))
+	s.Close()
+
+	// Acked at the notice: alice continues on the target, no second notice.
+	e.ack(t, "alice", notice.VGtid)
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
+	}})
+	if got := summary(t, next(t, e.open(t, From{Subscriber: "alice"})).Txn); got != "7" {
+		t.Fatalf("after acking the notice: %q, want 7", got)
+	}
 }
 
 // DESIGN §4.1 rule 6: an anonymous cursor behind a cutover whose workflow
@@ -358,4 +388,65 @@ func TestMoveGapAfterComplete(t *testing.T) {
 			t.Fatalf("Open: %v, want a GapError naming customer/-80", err)
 		}
 	})
+}
+
+// DESIGN §4.1 rule 4, the gap: a workflow created and switched between two
+// polls of the routing rules. The switch's journal reaches the reader as a
+// transaction without rows; the next transaction with rows (a reverse
+// copy) waits for a routing-rules read begun after it, which names the
+// tables, and then for the journal read that recognises it as a copy.
+func TestMoveGateAfterTrace(t *testing.T) {
+	fm := &fakeMover{release: make(chan func(), 1)}
+	e := newEnv(t, WithMover(fm))
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		s0.Txn(100, pos(12)), // another table's transaction: a trace
+		s0.Txn(100, pos(13), row(s0, "2")),
+		s0.Txn(100, pos(20)),               // the switch's journal, its JOURNAL dropped by vtgate
+		s0.Txn(100, pos(21), row(s0, "3")), // a reverse copy
+	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "6")),
+	}})
+	m := e.hub.openStream(context.Background(), e.def, pos(10))
+	defer m.Close()
+
+	// No workflow yet: rows pass; one after a trace waits for a fresh
+	// read of the rules, which name nothing, and passes without a
+	// journal read.
+	var got []string
+	for len(got) < 2 {
+		if s := summary(t, nextOf(t, m)); s != "" {
+			got = append(got, s)
+		}
+	}
+	if got[0] != "1" || got[1] != "2" {
+		t.Fatalf("got %q, want 1 and 2", got)
+	}
+	fm.mu.Lock()
+	if len(fm.freshs) != 1 || len(fm.syncs) != 0 {
+		t.Errorf("%d rules reads, %d journal reads; want 1 and 0", len(fm.freshs), len(fm.syncs))
+	}
+	// The workflow was created and switched since the last poll: the
+	// next rules read names the tables.
+	fm.fresh = func() { fm.pending = true }
+	fm.mu.Unlock()
+	fm.release <- func() {
+		fm.moves = []streams.Move{{Journal: "j1", From: ks, To: commerceKs, Tables: []string{"t"},
+			Local: map[string]string{"0": gtid(20)}, Targets: map[string]string{"0": commerceAt}}}
+	}
+	for {
+		txn := nextOf(t, m)
+		if len(txn.Events) == 0 {
+			continue // the journal's transaction
+		}
+		if summary(t, txn) == "3" {
+			t.Fatal("the reverse copy 3 was delivered")
+		}
+		isMoved(t, txn)
+		break
+	}
+	fm.release <- func() {}
+	if got := summary(t, nextOf(t, m)); got != "6" {
+		t.Fatalf("on the target: %q, want 6", got)
+	}
 }

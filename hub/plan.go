@@ -209,6 +209,7 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 		switch {
 		case started:
 			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
+			srcs = appendNotice(srcs, b, to)
 		case at.Identical(from) || from.Compare(at) == position.Before:
 			// At or after the bridge's start on its shards: resume after
 			// the last spooled transaction pos has seen. pos need not be a
@@ -227,6 +228,7 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 			}
 			started, keep = true, i
 			srcs = append(srcs, sp)
+			srcs = appendNotice(srcs, b, to)
 		case at.Compare(from) == position.Before:
 			return nil, nil, nil
 		}
@@ -244,6 +246,17 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 		h.freeBridges(ctx, def, st, keep)
 	}
 	return srcs, after, nil
+}
+
+// appendNotice adds the bridge's control event, at the position after
+// its spool: a reader bridged across a cutover learns of it as one online
+// did, once (its cursor after the notice is past the spool).
+func appendNotice(srcs []txnSource, b Bridge, after position.Position) []txnSource {
+	if b.Notice == nil {
+		return srcs
+	}
+	ev := source.Control(b.Notice.Type, b.Notice.Keyspace, "", b.Notice.Fields)
+	return append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: after.VGtid(), Events: []event.Event{ev}}}})
 }
 
 // spoolSeen returns the sequence number of the last entry of the spool's

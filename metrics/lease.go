@@ -6,6 +6,9 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	LeaseWebhook        = "webhook"
 	LeaseJournalWatcher = "journal_watcher"
+	// LeaseMoveBridges: the bridges of one MoveTables cutover's named
+	// subscribers (DESIGN §4.1 rule 5).
+	LeaseMoveBridges = "movetables_bridges"
 )
 
 // Lease events, as counted by LeaseEvent.
@@ -31,14 +34,14 @@ const (
 
 var leaseEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "vsg_lease_events_total",
-	Help: "Store lease events on this replica by kind (webhook, journal_watcher) and event: acquired, acquire_failed, renew_failed (transient, lease kept), lost, expired (presumed lost at the local deadline), released.",
+	Help: "Store lease events on this replica by kind (webhook, journal_watcher, movetables_bridges) and event: acquired, acquire_failed, renew_failed (transient, lease kept), lost, expired (presumed lost at the local deadline), released.",
 }, []string{"kind", "event"})
 
 func init() {
 	Registry.MustRegister(leaseEvents)
 	// Series that exist from the start, so that alerts on increase() see
 	// the first loss.
-	for _, k := range []string{LeaseWebhook, LeaseJournalWatcher} {
+	for _, k := range []string{LeaseWebhook, LeaseJournalWatcher, LeaseMoveBridges} {
 		for _, e := range []string{LeaseAcquired, LeaseAcquireFailed, LeaseRenewFailed, LeaseLost, LeaseExpired, LeaseReleased} {
 			leaseEvents.WithLabelValues(k, e)
 		}

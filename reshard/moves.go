@@ -45,7 +45,9 @@ type Mover struct {
 	scanEvery time.Duration
 
 	mu      sync.Mutex
-	routed  map[string]bool // "keyspace.table" named by routing rules
+	routed  map[string]bool // "keyspace.table" named by routing rules, last read
+	runSeen map[string]bool // the rules Run last compared against
+	rules   *scan           // the routing-rules read in progress or last done (Fresh)
 	scans   map[string]*scan
 	handled map[string]bool // journal keys onMove accepted
 }
@@ -90,14 +92,16 @@ func (m *Mover) Run(ctx context.Context) {
 	var lastScan time.Time
 	for {
 		changed := false
-		if routed, err := m.vt.RoutedTables(ctx); err != nil {
+		if routed, err := m.readRules(ctx); err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("MoveTables watch: reading routing rules failed", "err", err)
 			}
 		} else {
+			// Fresh reads update the rules too: compare with what this
+			// loop saw last, so that no change escapes the journal read.
 			m.mu.Lock()
-			changed = !maps.Equal(routed, m.routed)
-			m.routed = routed
+			changed = !maps.Equal(routed, m.runSeen)
+			m.runSeen = routed
 			m.mu.Unlock()
 		}
 		if changed || time.Since(lastScan) >= m.scanEvery {
@@ -119,6 +123,61 @@ func (m *Mover) Run(ctx context.Context) {
 		}
 	}
 }
+
+// readRules reads the routing rules and makes them Pending's view.
+func (m *Mover) readRules(ctx context.Context) (map[string]bool, error) {
+	routed, err := m.vt.RoutedTables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.routed = routed
+	m.mu.Unlock()
+	return routed, nil
+}
+
+// Fresh returns once a routing-rules read that began at or after `after`
+// has finished (Pending then answers from it). A reader calls it when it
+// sees a trace of a possible switch the 1 s poll may not have caught
+// (DESIGN §4.1 rule 4): a workflow created and switched between two polls
+// would otherwise escape the gate. Reads are shared by all callers, one
+// at a time, at most one per freshGap, and run detached from the caller
+// that started them.
+func (m *Mover) Fresh(ctx context.Context, after time.Time) error {
+	for {
+		m.mu.Lock()
+		s := m.rules
+		if s == nil || s.started.Before(after) && isDone(s) {
+			start := time.Now()
+			if s != nil && start.Before(s.started.Add(freshGap)) {
+				start = s.started.Add(freshGap)
+			}
+			s = &scan{started: start, done: make(chan struct{})}
+			m.rules = s
+			go func() {
+				time.Sleep(time.Until(s.started)) // at most freshGap
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), vtctldTimeout)
+				defer cancel()
+				_, s.err = m.readRules(rctx)
+				close(s.done)
+			}()
+		}
+		m.mu.Unlock()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !s.started.Before(after) {
+			return s.err
+		}
+	}
+}
+
+// freshGap spaces the routing-rules reads Fresh makes: on a busy keyspace
+// every transaction after a trace asks for one, and vtctld reads the
+// topology server for each.
+const freshGap = 50 * time.Millisecond
 
 // Pending reports whether the routing rules name one of tables of
 // keyspace: a MoveTables workflow moves it, to or from keyspace.

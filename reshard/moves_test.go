@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,5 +81,66 @@ func TestMoverSyncSurvivesFirstCallerLeaving(t *testing.T) {
 	js, err := reg.List(ctx, "customer")
 	if err != nil || len(js) != 1 || !js[0].Moves() {
 		t.Fatalf("recorded journals %+v, %v", js, err)
+	}
+}
+
+// rulesVtctld counts routing-rules reads and answers with routed.
+type rulesVtctld struct {
+	blockingVtctld
+	mu     sync.Mutex
+	reads  int
+	routed map[string]bool
+}
+
+func (r *rulesVtctld) RoutedTables(context.Context) (map[string]bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	return maps.Clone(r.routed), nil
+}
+
+// DESIGN §4.1 rule 4: Fresh returns after a routing-rules read begun at or
+// after the time asked, and Pending answers from it at once (not at the
+// next poll); readers asking for the same moment share one read.
+func TestMoverFresh(t *testing.T) {
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "state.db"), boltstore.WithNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vt := &rulesVtctld{routed: map[string]bool{}}
+	m := NewMover(vt, NewRegistry(st), st, func(context.Context) ([]string, error) { return nil, nil },
+		func(context.Context, *Journal) error { return nil }, WithMoverLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx := context.Background()
+	at := time.Now()
+	if err := m.Fresh(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if m.Pending("customer", []string{"customer"}) {
+		t.Fatal("pending without rules")
+	}
+	// A workflow appears: a read begun after now sees it.
+	vt.mu.Lock()
+	vt.routed = map[string]bool{"customer.customer": true, "commerce.customer": true}
+	vt.mu.Unlock()
+	at = time.Now()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Fresh(ctx, at); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !m.Pending("customer", []string{"customer"}) {
+		t.Fatal("a fresh read naming the table left Pending false")
+	}
+	vt.mu.Lock()
+	defer vt.mu.Unlock()
+	if vt.reads > 3 {
+		t.Errorf("%d rules reads for 2 moments, want them shared", vt.reads)
 	}
 }

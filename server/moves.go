@@ -22,6 +22,10 @@ func (h hubMover) Pending(keyspace string, tables []string) bool {
 	return h.m.Pending(keyspace, tables)
 }
 
+func (h hubMover) Fresh(ctx context.Context, after time.Time) error {
+	return h.m.Fresh(ctx, after)
+}
+
 func (h hubMover) Sync(ctx context.Context, keyspace string, after time.Time) error {
 	return h.m.Sync(ctx, keyspace, after)
 }

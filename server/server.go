@@ -108,7 +108,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	s.journals, s.streams = journals, reg
 	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes)}
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), hub.WithHolder(s.replica)}
 	if cfg.Vtctld != "" {
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
 			return nil, err

@@ -1,0 +1,160 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"vitess.io/vitess/go/vt/sqlparser"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// Tables that vanish (DESIGN §4.1 rule 9). Without --vtctld a MoveTables
+// cutover is not seen: after `complete` the source stream receives one
+// DROP TABLE and then nothing, ever. A reader that sees its stream's
+// tables dropped (or renamed away) reports a gap under the stream's
+// on_gap instead of going silent: a `resync` (reason tables_dropped) and
+// reading on (nothing more comes unless the tables come back), or, with
+// on_gap fail, the stream ends with a TablesDroppedError (409).
+
+// ResyncTablesDropped: the stream's tables were dropped from its keyspace.
+const ResyncTablesDropped = "tables_dropped"
+
+// TablesDroppedError ends a stream with on_gap fail whose tables were
+// dropped.
+type TablesDroppedError struct {
+	Keyspace string
+	Tables   []string
+}
+
+func (e *TablesDroppedError) Error() string {
+	return fmt.Sprintf("the stream's tables %s were dropped from keyspace %s (a MoveTables complete moves them away: run the gateway with --vtctld to follow moves, or define the stream on their new keyspace)",
+		strings.Join(e.Tables, ", "), e.Keyspace)
+}
+
+var ddlParser = sqlparser.NewTestParser()
+
+// droppedTables returns the tables of names that statement drops or
+// renames away.
+func droppedTables(statement string, names []string) []string {
+	stmt, err := ddlParser.Parse(statement)
+	if err != nil {
+		return nil
+	}
+	var gone []string
+	add := func(t sqlparser.TableName) {
+		n := t.Name.String()
+		for _, want := range names {
+			if strings.EqualFold(n, want) && !slices.Contains(gone, want) {
+				gone = append(gone, want)
+			}
+		}
+	}
+	switch s := stmt.(type) {
+	case *sqlparser.DropTable:
+		for _, t := range s.FromTables {
+			add(t)
+		}
+	case *sqlparser.RenameTable:
+		for _, p := range s.TablePairs {
+			add(p.FromTable)
+		}
+	}
+	slices.Sort(gone)
+	return gone
+}
+
+// droppedWatch wraps a stream's VStream and reports its tables vanishing.
+type droppedWatch struct {
+	txnSource
+	h   *Hub
+	def *streams.Definition
+	out []*source.Txn
+	err error
+}
+
+func (h *Hub) watchDropped(def *streams.Definition, src txnSource) txnSource {
+	if len(def.TableNames()) == 0 {
+		return src // /regex/ tables: nothing to compare a DROP with
+	}
+	return &droppedWatch{txnSource: src, h: h, def: def}
+}
+
+func (w *droppedWatch) Next(ctx context.Context) (*source.Txn, error) {
+	if t, ok, err := w.pending(); ok || err != nil {
+		return t, err
+	}
+	t, err := w.txnSource.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return w.check(t), nil
+}
+
+func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
+	if t, ok, err := w.pending(); ok || err != nil {
+		return t, ok, err
+	}
+	t, ok, err := w.txnSource.TryNext()
+	if !ok || err != nil {
+		return t, ok, err
+	}
+	return w.check(t), true, nil
+}
+
+func (w *droppedWatch) Buffered() int { return len(w.out) + w.txnSource.Buffered() }
+
+func (w *droppedWatch) pending() (*source.Txn, bool, error) {
+	if len(w.out) > 0 {
+		t := w.out[0]
+		w.out = w.out[1:]
+		return t, true, nil
+	}
+	if w.err != nil {
+		return nil, false, w.err
+	}
+	return nil, false, nil
+}
+
+// check passes t on and, when it drops the stream's tables, queues the
+// gap's notice or error after it.
+func (w *droppedWatch) check(t *source.Txn) *source.Txn {
+	for _, e := range t.Events {
+		if e.Type != event.TypeDDL {
+			continue
+		}
+		var m struct {
+			Statement string `json:"statement"`
+		}
+		if json.Unmarshal(append(append([]byte(nil), e.JSON...), '}'), &m) != nil {
+			continue
+		}
+		gone := droppedTables(m.Statement, w.def.TableNames())
+		if len(gone) == 0 {
+			continue
+		}
+		ks := e.Keyspace
+		if ks == "" {
+			ks = w.def.Keyspace
+		}
+		metrics.StreamTablesDropped(w.def.Name)
+		w.h.log.Error("a stream's tables were dropped from its keyspace: a gap (a MoveTables complete without --vtctld?)",
+			"stream", w.def.Name, "keyspace", ks, "tables", gone, "statement", m.Statement, "on_gap", w.def.OnGap)
+		if w.def.OnGap == streams.OnGapFail {
+			w.err = &TablesDroppedError{Keyspace: ks, Tables: gone}
+			break
+		}
+		notice := source.Control(event.TypeResync, ks, "", map[string]any{
+			"reason": ResyncTablesDropped, "tables": gone,
+			"message": (&TablesDroppedError{Keyspace: ks, Tables: gone}).Error() + "; discard what you derived from earlier events of these tables",
+		})
+		w.out = append(w.out, &source.Txn{VGtid: t.VGtid, Events: []event.Event{notice}, Received: t.Received})
+	}
+	return t
+}
