@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -191,7 +192,10 @@ func (ws *wsSession) produce() {
 // sends the final disconnect message.
 func (ws *wsSession) writeLoop() {
 	queue, conn := ws.queue, ws.conn
-	var buf []byte // reused for every message: encoded here, framed, forgotten
+	// buf is reused for every message of a burst (encoded here, framed,
+	// forgotten) and goes back to encodePool when the queue is empty.
+	var buf []byte
+	defer func() { putEncodeBuf(buf) }()
 	keepAlive := time.NewTicker(ws.a.Limits.KeepAlive)
 	defer keepAlive.Stop()
 	for {
@@ -208,6 +212,9 @@ func (ws *wsSession) writeLoop() {
 			}
 			var err error
 			if m.txn != nil {
+				if buf == nil {
+					buf = takeEncodeBuf()
+				}
 				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
 			} else {
 				err = conn.text(m.data)
@@ -215,6 +222,8 @@ func (ws *wsSession) writeLoop() {
 			ws.queued.Release(m.weight)
 			if err == nil && queue.len() == 0 {
 				err = conn.flush()
+				putEncodeBuf(buf)
+				buf = nil
 			}
 			if err != nil {
 				return
@@ -245,6 +254,22 @@ func (ws *wsSession) writeLoop() {
 			return
 		}
 	}
+}
+
+// encodePool holds the writers' encoding buffers between bursts, so that
+// an idle connection holds none.
+var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+func takeEncodeBuf() []byte { return (*encodePool.Get().(*[]byte))[:0] }
+
+// putEncodeBuf returns buf to the pool, unless it is nil or grew past what
+// writeTxn keeps (a huge transaction's buffer is left to the collector).
+func putEncodeBuf(buf []byte) {
+	if buf == nil || cap(buf) > 1<<20 {
+		return
+	}
+	buf = buf[:0]
+	encodePool.Put(&buf)
 }
 
 // wsGiveUp is how long writes may still take once a WebSocket is done for.
