@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
@@ -26,14 +28,15 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer a.present(def.Name, sub)()
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
 		return
 	}
+	leave := a.present(def.Name, sub)
 	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub, start)
 	if err != nil {
+		leave()
 		WriteError(w, a.Log, err)
 		return
 	}
@@ -47,11 +50,33 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.Close()
+		leave()
 		return // Accept wrote the HTTP error
 	}
-	defer c.CloseNow()
 	c.SetReadLimit(a.Limits.WSReadLimit)
-	a.newWSSession(r, def, sub, s, c, hj.conn).run()
+	ws := a.newWSSession(r, def, sub, s, c, hj.conn)
+	// The session goes on in goroutines of its own and the handler
+	// returns: net/http then drops the request and response it holds for
+	// the handler, and the goroutine's stack, grown deep under the
+	// middleware, is freed (DESIGN §5.6). The connection still counts as
+	// open (extend) until the session ends.
+	release := extend(r)
+	go func() {
+		defer release()
+		defer leave()
+		defer c.CloseNow()
+		defer ws.recoverPanic()
+		ws.run()
+	}()
+}
+
+// recoverPanic logs a panic of the session's goroutine and lets the
+// deferred closes run: one broken connection never takes the process
+// down (the router's recoverer no longer runs under the session).
+func (ws *wsSession) recoverPanic() {
+	if v := recover(); v != nil {
+		ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
+	}
 }
 
 // wsSession is one WebSocket client. Three goroutines share it, each with
@@ -60,8 +85,11 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 // queue, and writeLoop (the handler's goroutine) writes the queue to the
 // client.
 type wsSession struct {
-	a     *API
-	r     *http.Request
+	a *API
+	// base carries the request's principal (the token's table scope), and
+	// no cancellation: the request's context ends when the handler
+	// returns, long before the session.
+	base  context.Context
 	def   *streams.Definition
 	sub   string // named subscriber, or "" for an anonymous client
 	s     *hub.Subscription
@@ -86,15 +114,19 @@ type wsSession struct {
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
-	ws := &wsSession{a: a, r: r, def: def, sub: sub, s: s, c: c, conn: conn,
+	base := context.Background()
+	if p := auth.FromContext(r.Context()); p != nil {
+		base = auth.NewContext(base, p)
+	}
+	ws := &wsSession{a: a, base: base, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
 		queue:   newWSQueue(a.Limits.WSQueue),
 		queued:  budget.New(a.Limits.WSQueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
-	ws.ctx, ws.cancel = context.WithCancel(r.Context())
+	ws.ctx, ws.cancel = context.WithCancel(base)
 	if sub != "" {
-		ws.acks = a.newAcker(ws.ctx, r, def, sub, "ws", ws.ackRefused)
+		ws.acks = a.newAcker(ws.ctx, base, def, sub, "ws", ws.ackRefused)
 	}
 	// A client that gave a cursor resumes from it if nothing was written.
 	if tok, _ := s.Cursor(ws.ctx); tok != "" {
@@ -130,14 +162,14 @@ func (ws *wsSession) run() {
 
 // readLoop reads the client's messages: acks, stored for a named
 // subscriber, and the close handshake, which the library answers. It
-// reads under the request's context, not ws.ctx: the library closes the
-// connection when a read's context ends, and ending ws.ctx (slow consumer,
-// upstream failure) must leave the writer the connection for its final
-// message. The handler's CloseNow ends it.
+// reads under a context that never ends, not ws.ctx: the library closes
+// the connection when a read's context ends, and ending ws.ctx (slow
+// consumer, upstream failure) must leave the writer the connection for its
+// final message. The session's CloseNow ends it.
 func (ws *wsSession) readLoop() {
 	defer ws.cancel()
 	for {
-		_, msg, err := ws.c.Read(ws.r.Context())
+		_, msg, err := ws.c.Read(ws.base)
 		if err != nil {
 			return
 		}
