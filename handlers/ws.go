@@ -58,7 +58,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	// The session goes on in goroutines of its own and the handler
 	// returns: net/http then drops the request and response it holds for
 	// the handler, and the goroutine's stack, grown deep under the
-	// middleware, is freed (DESIGN §5.6). The connection still counts as
+	// middleware, is freed (DESIGN §6.1). The connection still counts as
 	// open (extend) until the session ends.
 	release := extend(r)
 	go func() {
@@ -79,11 +79,13 @@ func (ws *wsSession) recoverPanic() {
 	}
 }
 
-// wsSession is one WebSocket client. Three goroutines share it, each with
-// one job, so that none waits on what another is waiting for: readLoop
-// takes the client's acks, produce moves the subscription into the send
-// queue, and writeLoop (the handler's goroutine) writes the queue to the
-// client.
+// wsSession is one WebSocket client. Goroutines share it, each with one
+// job, so that none waits on what another is waiting for: readLoop takes
+// the client's acks, writeLoop writes the send queue to the client, and
+// while the subscription cannot be waited on otherwise, produce moves it
+// into the send queue. An idle client on its stream's tail has no
+// producer: the writer waits on the tail too, and reads what comes itself
+// (wspark.go, DESIGN §6.1).
 type wsSession struct {
 	a *API
 	// base carries the request's principal (the token's table scope), and
@@ -111,6 +113,21 @@ type wsSession struct {
 	closing chan Disconnect
 	// acks stores a named subscriber's acks (nil for anonymous clients).
 	acks *acker
+
+	// sink is the producer's end of the queue, out the same behind the
+	// token's table scope (o).
+	sink *wsSink
+	o    *outbound
+	out  sink
+	// The subscription is read by one goroutine at a time: the producer
+	// while producing is set (the writer's to change), else the writer.
+	// produced carries the producer's exit: the tail's wake-up channel
+	// when it parked, nil when the session is over.
+	producing bool
+	produced  chan (<-chan struct{})
+	// idleFrom is when the parked writer last sent a client something:
+	// a heartbeat is due an interval later.
+	idleFrom time.Time
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -125,6 +142,10 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		closing: make(chan Disconnect, 1),
 	}
 	ws.ctx, ws.cancel = context.WithCancel(base)
+	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
+	ws.o = outboundFor(base, def.Name, "ws")
+	ws.out = scopedSink{sink: ws.sink, o: ws.o}
+	ws.produced = make(chan (<-chan struct{}), 1)
 	if sub != "" {
 		ws.acks = a.newAcker(ws.ctx, base, def, sub, "ws", ws.ackRefused)
 	}
@@ -142,21 +163,19 @@ func (ws *wsSession) run() {
 	// healthy connection still fits in that time.
 	defer context.AfterFunc(ws.ctx, func() { ws.conn.giveUpAfter(wsGiveUp) })()
 	// The subscription is not safe for concurrent use: it is closed only
-	// once the producer, which reads it, has returned.
-	produced := make(chan struct{})
+	// once the producer, if one runs, has returned.
 	defer func() {
 		ws.cancel()
-		<-produced
+		if ws.producing {
+			<-ws.produced
+		}
 		ws.s.Close()
 		if ws.acks != nil {
-			ws.acks.wait() // a pending ack gets its last attempt before the handler returns
+			ws.acks.wait() // a pending ack gets its last attempt before the session ends
 		}
 	}()
 	go ws.readLoop()
-	go func() {
-		defer close(produced)
-		ws.produce()
-	}()
+	ws.startProducer(nil)
 	ws.writeLoop()
 }
 
@@ -199,22 +218,41 @@ func (ws *wsSession) ackRefused(err error) {
 	ws.cancel()
 }
 
-// produce moves the subscription into the send queue. It runs apart from
-// the writer so that a client reading slowly shows as a full queue: the
-// stream is throttled while the client keeps reading, and cut off as a
-// slow consumer once the queue stays full (wsSink).
-func (ws *wsSession) produce() {
-	defer ws.cancel()
-	a := ws.a
-	out := &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
-	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbeat)
+// produce moves the subscription into the send queue, pending first if
+// given (a delivery the writer read but found no room for). It runs apart
+// from the writer so that a client reading slowly shows as a full queue:
+// the stream is throttled while the client keeps reading, and cut off as a
+// slow consumer once the queue stays full (wsSink). Once it has nothing to
+// read and the subscription can be parked on the tail, it hands the
+// subscription back to the writer and ends.
+func (ws *wsSession) produce(pending *hub.Delivery) {
+	var wake <-chan struct{}
+	defer func() { ws.produced <- wake }()
+	var err error
+	if pending != nil {
+		err = ws.sink.deliver(pending, false)
+	}
+	if err == nil {
+		err = pumpFeed(ws.ctx, parkFeed{ws.s}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
+	}
+	var p *errParked
+	if errors.As(err, &p) {
+		wake = p.wake
+		return
+	}
+	ws.ended(err)
+}
+
+// ended ends the session for the error that stopped reading the stream.
+func (ws *wsSession) ended(err error) {
 	switch {
 	case errors.Is(err, errSlowConsumer):
 		ws.closeWith(DisconnectSlow)
 	case err != nil && ws.ctx.Err() == nil:
-		a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
+		ws.a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
 		ws.closeWith(DisconnectUpstream.withMessage(err.Error()))
 	}
+	ws.cancel()
 }
 
 // writeLoop is the only writer of data frames. It encodes each queued
@@ -230,8 +268,21 @@ func (ws *wsSession) writeLoop() {
 	defer func() { putEncodeBuf(buf) }()
 	keepAlive := time.NewTicker(ws.a.Limits.KeepAlive)
 	defer keepAlive.Stop()
+	var park parked
+	defer park.stop()
 	for {
 		select {
+		case wake := <-ws.produced:
+			ws.producing = false
+			if wake != nil {
+				ws.idleFrom = time.Now()
+				park.wait(wake, ws.heartbeatDue())
+			}
+		case <-park.wake:
+			park.wake = nil
+			ws.drain(&park)
+		case <-park.heartbeat():
+			ws.parkedHeartbeat(&park)
 		case <-queue.ready:
 			// One item per turn, so that a close or a shutdown is seen
 			// between the messages of a backlog.

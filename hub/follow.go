@@ -358,5 +358,14 @@ func (f *followSource) Close() {
 	})
 }
 
+// park returns, for a reader following the tail at its head, a channel
+// closed when the tail has more (see Subscription.Park).
+func (f *followSource) park() (<-chan struct{}, bool) {
+	if f.ring == nil {
+		return nil, false
+	}
+	return f.ring.waitFor(f.seq)
+}
+
 // onTail reports whether the reader currently follows the tail.
 func (f *followSource) onTail() bool { return f.ring != nil }
