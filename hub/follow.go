@@ -361,6 +361,9 @@ func (f *followSource) Close() {
 // park returns, for a reader following the tail at its head, a channel
 // closed when the tail has more (see Subscription.Park).
 func (f *followSource) park() (<-chan struct{}, bool) {
+	if f.ring == nil && f.private == nil {
+		f.tryJoin() // as the next read would: a reader from "now" joins at the head
+	}
 	if f.ring == nil {
 		return nil, false
 	}

@@ -134,10 +134,16 @@ func (c *chainSource) TryNext() (*source.Txn, bool, error) {
 func (c *chainSource) Buffered() int { return c.srcs[0].Buffered() }
 
 // park: only the last source can be waited on; an earlier one ends with
-// io.EOF, which a read must see to move on.
+// io.EOF, which a read must see to move on — except a fixed source with
+// nothing left (a reader from "now" has read its first position), which
+// is passed here as a read would.
 func (c *chainSource) park() (<-chan struct{}, bool) {
-	if len(c.srcs) > 1 {
-		return nil, false
+	for len(c.srcs) > 1 {
+		s, ok := c.srcs[0].(*sliceSource)
+		if !ok || len(s.txns) > 0 {
+			return nil, false
+		}
+		c.srcs = c.srcs[1:]
 	}
 	return parkOf(c.srcs[0])
 }
