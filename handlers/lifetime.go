@@ -10,7 +10,7 @@ import (
 // the graceful shutdown) from when its handler starts until it ends. For
 // SSE and pulls that is the handler's return. A WebSocket outlives its
 // handler: once the connection is upgraded, the session runs in goroutines
-// of its own and the handler returns (DESIGN §5.6), so that net/http's
+// of its own and the handler returns (DESIGN §6.1), so that net/http's
 // per-request state (the response's buffers, the request, the goroutine's
 // stack grown under the middleware) is freed while the connection idles.
 // The middleware that counts connections tracks the request's lifetime
