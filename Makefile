@@ -122,6 +122,10 @@ FANOUT_K           ?= 1 100 1000
 FANOUT_RATE        ?= 200
 FANOUT_DURATION    ?= 20s
 FANOUT_FLAGS       ?=
+FANOUT_IDLE_K      ?=
+# bench/fanout's own flags, e.g. another cluster's addresses (vtlocal -port-offset):
+# --mysql 127.0.0.1:45306 --vtgate localhost:45991 --vtgate-vars http://localhost:45001/debug/vars --vtctld localhost:45999
+FANOUT_BENCH_FLAGS ?=
 
 $(BENCH_DIR)/bin/centrifugo:
 	GOBIN=$(abspath $(BENCH_DIR)/bin) $(GO) install -ldflags "-X github.com/centrifugal/centrifugo/v6/internal/build.Version=$(CENTRIFUGO_VERSION)" github.com/centrifugal/centrifugo/v6@v$(CENTRIFUGO_VERSION)
@@ -129,4 +133,4 @@ $(BENCH_DIR)/bin/centrifugo:
 bench-fanout: cluster-up $(BENCH_DIR)/bin/centrifugo
 	$(GO) build -o $(BENCH_DIR)/bin/ ./cmd/vstream-gateway ./cmd/vsg-load ./cmd/vsg-centrifugo-pub
 	$(GO) run ./bench/fanout --bin $(BENCH_DIR)/bin --vitess-bin $(VITESS_BIN) --out $(BENCH_DIR)/fanout \
-		--k "$(FANOUT_K)" --rate $(FANOUT_RATE) --duration $(FANOUT_DURATION) --load-flags "$(FANOUT_FLAGS)"
+		--k "$(FANOUT_K)" --idle-k "$(FANOUT_IDLE_K)" --rate $(FANOUT_RATE) --duration $(FANOUT_DURATION) --load-flags "$(FANOUT_FLAGS)" $(FANOUT_BENCH_FLAGS)

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -24,8 +23,10 @@ import (
 // ack was stored on these transports; the HTTP ack endpoint does, and
 // answers 503 when it could not.
 type acker struct {
-	a         *API
-	r         *http.Request
+	a *API
+	// base gives the final attempt, after the connection ended, its
+	// context values (never its cancellation).
+	base      context.Context
 	def       *streams.Definition
 	sub       string
 	transport string
@@ -50,8 +51,8 @@ const (
 
 // newAcker starts the background writer; it runs until ctx ends (and a
 // final attempt for a pending ack).
-func (a *API) newAcker(ctx context.Context, r *http.Request, def *streams.Definition, sub, transport string, refused func(error)) *acker {
-	k := &acker{a: a, r: r, def: def, sub: sub, transport: transport, refused: refused,
+func (a *API) newAcker(ctx, base context.Context, def *streams.Definition, sub, transport string, refused func(error)) *acker {
+	k := &acker{a: a, base: base, def: def, sub: sub, transport: transport, refused: refused,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go k.run(ctx)
 	return k
@@ -137,7 +138,7 @@ func (k *acker) last() {
 	if t == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.r.Context()), ackFinal)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.base), ackFinal)
 	defer cancel()
 	if err := k.store(ctx, t); err != nil {
 		metrics.AckFailed(k.transport)

@@ -21,7 +21,12 @@ type sink interface {
 // fails, a transaction at a time as it comes. Idle clients get a heartbeat
 // every interval.
 func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Duration) error {
-	c := hub.NewCollector(s, hub.OnIdle(interval, func(ctx context.Context) error {
+	return pumpFeed(ctx, s, s, out, interval)
+}
+
+// pumpFeed is pump reading s through feed f (a WebSocket's parkFeed).
+func pumpFeed(ctx context.Context, f hub.Feed, s *hub.Subscription, out sink, interval time.Duration) error {
+	c := hub.NewCollector(f, hub.OnIdle(interval, func(ctx context.Context) error {
 		// The cursor moves even when nothing is sent: position-only
 		// transactions are passed over, the heartbeat carries their cursor.
 		cursor, err := s.Cursor(ctx)

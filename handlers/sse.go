@@ -73,7 +73,7 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := a.untilShutdown(ctx)
 	defer stop()
 	if ackLater {
-		acks := a.newAcker(ctx, r, def, sub, "sse", func(err error) {
+		acks := a.newAcker(ctx, r.Context(), def, sub, "sse", func(err error) {
 			a.Log.Warn("sse: the Last-Event-ID ack was refused", "stream", def.Name, "subscriber", sub, "err", err)
 		})
 		acks.offer(token)

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
@@ -25,14 +28,15 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer a.present(def.Name, sub)()
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
 		return
 	}
+	leave := a.present(def.Name, sub)
 	s, err := a.open(ctx, def, r.URL.Query().Get("cursor"), sub, start)
 	if err != nil {
+		leave()
 		WriteError(w, a.Log, err)
 		return
 	}
@@ -46,21 +50,48 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.Close()
+		leave()
 		return // Accept wrote the HTTP error
 	}
-	defer c.CloseNow()
 	c.SetReadLimit(a.Limits.WSReadLimit)
-	a.newWSSession(r, def, sub, s, c, hj.conn).run()
+	ws := a.newWSSession(r, def, sub, s, c, hj.conn)
+	// The session goes on in goroutines of its own and the handler
+	// returns: net/http then drops the request and response it holds for
+	// the handler, and the goroutine's stack, grown deep under the
+	// middleware, is freed (DESIGN §6.1). The connection still counts as
+	// open (extend) until the session ends.
+	release := extend(r)
+	go func() {
+		defer release()
+		defer leave()
+		defer c.CloseNow()
+		defer ws.recoverPanic()
+		ws.run()
+	}()
 }
 
-// wsSession is one WebSocket client. Three goroutines share it, each with
-// one job, so that none waits on what another is waiting for: readLoop
-// takes the client's acks, produce moves the subscription into the send
-// queue, and writeLoop (the handler's goroutine) writes the queue to the
-// client.
+// recoverPanic logs a panic of the session's goroutine and lets the
+// deferred closes run: one broken connection never takes the process
+// down (the router's recoverer no longer runs under the session).
+func (ws *wsSession) recoverPanic() {
+	if v := recover(); v != nil {
+		ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
+	}
+}
+
+// wsSession is one WebSocket client. Goroutines share it, each with one
+// job, so that none waits on what another is waiting for: readLoop takes
+// the client's acks, writeLoop writes the send queue to the client, and
+// while the subscription cannot be waited on otherwise, produce moves it
+// into the send queue. An idle client on its stream's tail has no
+// producer: the writer waits on the tail too, and reads what comes itself
+// (wspark.go, DESIGN §6.1).
 type wsSession struct {
-	a     *API
-	r     *http.Request
+	a *API
+	// base carries the request's principal (the token's table scope), and
+	// no cancellation: the request's context ends when the handler
+	// returns, long before the session.
+	base  context.Context
 	def   *streams.Definition
 	sub   string // named subscriber, or "" for an anonymous client
 	s     *hub.Subscription
@@ -82,18 +113,41 @@ type wsSession struct {
 	closing chan Disconnect
 	// acks stores a named subscriber's acks (nil for anonymous clients).
 	acks *acker
+
+	// sink is the producer's end of the queue, out the same behind the
+	// token's table scope (o).
+	sink *wsSink
+	o    *outbound
+	out  sink
+	// The subscription is read by one goroutine at a time: the producer
+	// while producing is set (the writer's to change), else the writer.
+	// produced carries the producer's exit: the tail's wake-up channel
+	// when it parked, nil when the session is over.
+	producing bool
+	produced  chan (<-chan struct{})
+	// idleFrom is when the parked writer last sent a client something:
+	// a heartbeat is due an interval later.
+	idleFrom time.Time
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
-	ws := &wsSession{a: a, r: r, def: def, sub: sub, s: s, c: c, conn: conn,
+	base := context.Background()
+	if p := auth.FromContext(r.Context()); p != nil {
+		base = auth.NewContext(base, p)
+	}
+	ws := &wsSession{a: a, base: base, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
 		queue:   newWSQueue(a.Limits.WSQueue),
 		queued:  budget.New(a.Limits.WSQueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
-	ws.ctx, ws.cancel = context.WithCancel(r.Context())
+	ws.ctx, ws.cancel = context.WithCancel(base)
+	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
+	ws.o = outboundFor(base, def.Name, "ws")
+	ws.out = scopedSink{sink: ws.sink, o: ws.o}
+	ws.produced = make(chan (<-chan struct{}), 1)
 	if sub != "" {
-		ws.acks = a.newAcker(ws.ctx, r, def, sub, "ws", ws.ackRefused)
+		ws.acks = a.newAcker(ws.ctx, base, def, sub, "ws", ws.ackRefused)
 	}
 	// A client that gave a cursor resumes from it if nothing was written.
 	if tok, _ := s.Cursor(ws.ctx); tok != "" {
@@ -109,34 +163,32 @@ func (ws *wsSession) run() {
 	// healthy connection still fits in that time.
 	defer context.AfterFunc(ws.ctx, func() { ws.conn.giveUpAfter(wsGiveUp) })()
 	// The subscription is not safe for concurrent use: it is closed only
-	// once the producer, which reads it, has returned.
-	produced := make(chan struct{})
+	// once the producer, if one runs, has returned.
 	defer func() {
 		ws.cancel()
-		<-produced
+		if ws.producing {
+			<-ws.produced
+		}
 		ws.s.Close()
 		if ws.acks != nil {
-			ws.acks.wait() // a pending ack gets its last attempt before the handler returns
+			ws.acks.wait() // a pending ack gets its last attempt before the session ends
 		}
 	}()
 	go ws.readLoop()
-	go func() {
-		defer close(produced)
-		ws.produce()
-	}()
+	ws.startProducer(nil)
 	ws.writeLoop()
 }
 
 // readLoop reads the client's messages: acks, stored for a named
 // subscriber, and the close handshake, which the library answers. It
-// reads under the request's context, not ws.ctx: the library closes the
-// connection when a read's context ends, and ending ws.ctx (slow consumer,
-// upstream failure) must leave the writer the connection for its final
-// message. The handler's CloseNow ends it.
+// reads under a context that never ends, not ws.ctx: the library closes
+// the connection when a read's context ends, and ending ws.ctx (slow
+// consumer, upstream failure) must leave the writer the connection for its
+// final message. The session's CloseNow ends it.
 func (ws *wsSession) readLoop() {
 	defer ws.cancel()
 	for {
-		_, msg, err := ws.c.Read(ws.r.Context())
+		_, msg, err := ws.c.Read(ws.base)
 		if err != nil {
 			return
 		}
@@ -166,22 +218,41 @@ func (ws *wsSession) ackRefused(err error) {
 	ws.cancel()
 }
 
-// produce moves the subscription into the send queue. It runs apart from
-// the writer so that a client reading slowly shows as a full queue: the
-// stream is throttled while the client keeps reading, and cut off as a
-// slow consumer once the queue stays full (wsSink).
-func (ws *wsSession) produce() {
-	defer ws.cancel()
-	a := ws.a
-	out := &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
-	err := pump(ws.ctx, ws.s, a.scoped(ws.ctx, ws.def.Name, "ws", out), a.Limits.CursorHeartbeat)
+// produce moves the subscription into the send queue, pending first if
+// given (a delivery the writer read but found no room for). It runs apart
+// from the writer so that a client reading slowly shows as a full queue:
+// the stream is throttled while the client keeps reading, and cut off as a
+// slow consumer once the queue stays full (wsSink). Once it has nothing to
+// read and the subscription can be parked on the tail, it hands the
+// subscription back to the writer and ends.
+func (ws *wsSession) produce(pending *hub.Delivery) {
+	var wake <-chan struct{}
+	defer func() { ws.produced <- wake }()
+	var err error
+	if pending != nil {
+		err = ws.sink.deliver(pending, false)
+	}
+	if err == nil {
+		err = pumpFeed(ws.ctx, parkFeed{ws.s}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
+	}
+	var p *errParked
+	if errors.As(err, &p) {
+		wake = p.wake
+		return
+	}
+	ws.ended(err)
+}
+
+// ended ends the session for the error that stopped reading the stream.
+func (ws *wsSession) ended(err error) {
 	switch {
 	case errors.Is(err, errSlowConsumer):
 		ws.closeWith(DisconnectSlow)
 	case err != nil && ws.ctx.Err() == nil:
-		a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
+		ws.a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
 		ws.closeWith(DisconnectUpstream.withMessage(err.Error()))
 	}
+	ws.cancel()
 }
 
 // writeLoop is the only writer of data frames. It encodes each queued
@@ -191,11 +262,27 @@ func (ws *wsSession) produce() {
 // sends the final disconnect message.
 func (ws *wsSession) writeLoop() {
 	queue, conn := ws.queue, ws.conn
-	var buf []byte // reused for every message: encoded here, framed, forgotten
+	// buf is reused for every message of a burst (encoded here, framed,
+	// forgotten) and goes back to encodePool when the queue is empty.
+	var buf []byte
+	defer func() { putEncodeBuf(buf) }()
 	keepAlive := time.NewTicker(ws.a.Limits.KeepAlive)
 	defer keepAlive.Stop()
+	var park parked
+	defer park.stop()
 	for {
 		select {
+		case wake := <-ws.produced:
+			ws.producing = false
+			if wake != nil {
+				ws.idleFrom = time.Now()
+				park.wait(wake, ws.heartbeatDue())
+			}
+		case <-park.wake:
+			park.wake = nil
+			ws.drain(&park)
+		case <-park.heartbeat():
+			ws.parkedHeartbeat(&park)
 		case <-queue.ready:
 			// One item per turn, so that a close or a shutdown is seen
 			// between the messages of a backlog.
@@ -208,6 +295,9 @@ func (ws *wsSession) writeLoop() {
 			}
 			var err error
 			if m.txn != nil {
+				if buf == nil {
+					buf = takeEncodeBuf()
+				}
 				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
 			} else {
 				err = conn.text(m.data)
@@ -215,6 +305,8 @@ func (ws *wsSession) writeLoop() {
 			ws.queued.Release(m.weight)
 			if err == nil && queue.len() == 0 {
 				err = conn.flush()
+				putEncodeBuf(buf)
+				buf = nil
 			}
 			if err != nil {
 				return
@@ -245,6 +337,22 @@ func (ws *wsSession) writeLoop() {
 			return
 		}
 	}
+}
+
+// encodePool holds the writers' encoding buffers between bursts, so that
+// an idle connection holds none.
+var encodePool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+func takeEncodeBuf() []byte { return (*encodePool.Get().(*[]byte))[:0] }
+
+// putEncodeBuf returns buf to the pool, unless it is nil or grew past what
+// writeTxn keeps (a huge transaction's buffer is left to the collector).
+func putEncodeBuf(buf []byte) {
+	if buf == nil || cap(buf) > 1<<20 {
+		return
+	}
+	buf = buf[:0]
+	encodePool.Put(&buf)
 }
 
 // wsGiveUp is how long writes may still take once a WebSocket is done for.

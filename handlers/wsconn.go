@@ -30,8 +30,11 @@ import (
 // flushed. Compression must stay disabled: these frames are sent as is.
 type wsConn struct {
 	net.Conn
-	mu  sync.Mutex
-	buf []byte // frames not yet sent, in order
+	mu sync.Mutex
+	// buf holds the frames not yet sent, in order. It is taken from
+	// framePool by the first frame of a burst and given back once sent:
+	// an idle connection, the usual state of a dashboard's, holds none.
+	buf []byte
 	// closeSent: the library has written a close frame, after which the
 	// protocol allows no data frames (RFC 6455 §5.5.1). Each of its control
 	// frames is one Write, so the frame's first byte is p[0]; the only
@@ -42,6 +45,30 @@ type wsConn struct {
 
 // wsFlushAt bounds the buffer: past it a burst goes out at once.
 const wsFlushAt = 64 << 10
+
+// framePool holds the frame buffers of connections between bursts. A
+// buffer that grew past 4*wsFlushAt (one huge batched transaction) is not
+// kept. Pointers, so that Put does not allocate.
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// takeBuf gives c a pooled buffer when it has none. Called with mu held.
+func (c *wsConn) takeBuf() {
+	if c.buf == nil {
+		c.buf = (*framePool.Get().(*[]byte))[:0]
+	}
+}
+
+// releaseBuf returns c's empty buffer to the pool. Called with mu held.
+func (c *wsConn) releaseBuf() {
+	if c.buf == nil {
+		return
+	}
+	if cap(c.buf) <= 4*wsFlushAt {
+		b := c.buf[:0]
+		framePool.Put(&b)
+	}
+	c.buf = nil
+}
 
 // Write is the library's path to the network. Its frames go out at once
 // (a close handshake must not wait for the writer loop), behind the data
@@ -54,6 +81,7 @@ func (c *wsConn) Write(p []byte) (int, error) {
 		c.closeSent = true
 	}
 	if len(c.buf) == 0 {
+		c.releaseBuf()
 		return c.Conn.Write(p)
 	}
 	c.buf = append(c.buf, p...)
@@ -71,13 +99,16 @@ func (c *wsConn) text(payload []byte) error {
 	if c.closeSent {
 		return net.ErrClosed
 	}
+	c.takeBuf()
 	c.buf = appendFrameHeader(c.buf, 0x1, len(payload))
 	if len(payload) >= wsFlushAt {
 		// A big message (a batched transaction) is not copied: the buffer
-		// and it go out in one writev.
+		// and it go out in one writev (which consumes the slice header
+		// it is given, not c.buf).
 		bufs := net.Buffers{c.buf, payload}
 		_, err := bufs.WriteTo(c.Conn)
 		c.buf = c.buf[:0]
+		c.releaseBuf()
 		return err
 	}
 	c.buf = append(c.buf, payload...)
@@ -96,14 +127,12 @@ func (c *wsConn) flush() error {
 
 func (c *wsConn) flushLocked() error {
 	if len(c.buf) == 0 {
+		c.releaseBuf()
 		return nil
 	}
 	_, err := c.Conn.Write(c.buf)
-	if cap(c.buf) > 4*wsFlushAt {
-		c.buf = nil // one huge transaction (batch mode) need not stay resident
-	} else {
-		c.buf = c.buf[:0]
-	}
+	c.buf = c.buf[:0]
+	c.releaseBuf()
 	return err
 }
 
@@ -148,6 +177,18 @@ func (w *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.conn = &wsConn{Conn: conn}
-	// The 4 KiB buffer is what keeps each library frame one Write (see wsConn).
-	return w.conn, bufio.NewReadWriter(brw.Reader, bufio.NewWriterSize(w.conn, 4096)), nil
+	// The library's buffers live as long as the connection, and an idle
+	// connection is the common case, so they are small: the writer's
+	// wsLibBuf still keeps each control frame (≤ 131 bytes) one Write (see
+	// wsConn), and the reader takes the client's acks and control frames,
+	// a few hundred bytes now and then. net/http's 4 KiB reader is kept
+	// only when it holds bytes the client sent after its handshake.
+	br := brw.Reader
+	if br.Buffered() == 0 {
+		br = bufio.NewReaderSize(conn, wsLibBuf)
+	}
+	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, wsLibBuf)), nil
 }
+
+// wsLibBuf is the size of the library's read and write buffers.
+const wsLibBuf = 256

@@ -56,6 +56,18 @@ func (s *wsSink) push(m wsMessage) error {
 	return nil
 }
 
+// tryPush queues m only if there is room now.
+func (s *wsSink) tryPush(m wsMessage) bool {
+	if !s.bytes.TryAcquire(m.weight) {
+		return false
+	}
+	if !s.queue.tryPush(m) {
+		s.bytes.Release(m.weight)
+		return false
+	}
+	return true
+}
+
 // gaveUp tells a slow consumer from a connection that ended meanwhile.
 func (s *wsSink) gaveUp() error {
 	if err := s.ctx.Err(); err != nil {
@@ -71,6 +83,17 @@ func (s *wsSink) deliver(d *hub.Delivery, _ bool) error {
 }
 
 func (s *wsSink) heartbeat(cursor string) error {
+	return s.push(heartbeatMessage(cursor))
+}
+
+// tryDeliver and tryHeartbeat queue without waiting (the parked writer).
+func (s *wsSink) tryDeliver(d *hub.Delivery) bool {
+	return s.tryPush(wsMessage{txn: d, cursor: d.Cursor, weight: d.Weight()})
+}
+
+func (s *wsSink) tryHeartbeat(cursor string) bool { return s.tryPush(heartbeatMessage(cursor)) }
+
+func heartbeatMessage(cursor string) wsMessage {
 	data := []byte(`{"type":"heartbeat","cursor":"` + cursor + `"}`)
-	return s.push(wsMessage{data: data, cursor: cursor, weight: len(data)})
+	return wsMessage{data: data, cursor: cursor, weight: len(data)}
 }

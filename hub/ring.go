@@ -165,6 +165,20 @@ func (r *ring) get(ctx context.Context, seq uint64, block bool) (*ringEntry, err
 	}
 }
 
+// waitFor returns a channel closed when entry seq is appended or the ring
+// closes, if seq is the next entry and the ring is open; otherwise (seq is
+// there already, evicted, or the tail stopped) it reports false: a read
+// does not block. The check and the channel are taken under one lock, so
+// no append falls between them.
+func (r *ring) waitFor(seq uint64) (<-chan struct{}, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.err != nil || seq != r.first+uint64(len(r.entries)) {
+		return nil, false
+	}
+	return r.wake, true
+}
+
 // available reports how many entries from seq on are in the ring.
 func (r *ring) available(seq uint64) int {
 	r.mu.RLock()

@@ -25,6 +25,19 @@ type tokenSource interface {
 	cursorToken() string
 }
 
+// parker is a source that can tell a reader with nothing to read what to
+// wait on instead of blocking in Next (Subscription.Park).
+type parker interface {
+	park() (<-chan struct{}, bool)
+}
+
+func parkOf(src txnSource) (<-chan struct{}, bool) {
+	if p, ok := src.(parker); ok {
+		return p.park()
+	}
+	return nil, false
+}
+
 // sliceSource yields fixed transactions, then io.EOF.
 type sliceSource struct{ txns []*source.Txn }
 
@@ -71,6 +84,13 @@ func (l *lazySource) Buffered() int {
 	return l.src.Buffered()
 }
 
+func (l *lazySource) park() (<-chan struct{}, bool) {
+	if l.src == nil {
+		return nil, false
+	}
+	return parkOf(l.src)
+}
+
 func (l *lazySource) Close() {
 	if l.src != nil {
 		l.src.Close()
@@ -112,6 +132,21 @@ func (c *chainSource) TryNext() (*source.Txn, bool, error) {
 }
 
 func (c *chainSource) Buffered() int { return c.srcs[0].Buffered() }
+
+// park: only the last source can be waited on; an earlier one ends with
+// io.EOF, which a read must see to move on — except a fixed source with
+// nothing left (a reader from "now" has read its first position), which
+// is passed here as a read would.
+func (c *chainSource) park() (<-chan struct{}, bool) {
+	for len(c.srcs) > 1 {
+		s, ok := c.srcs[0].(*sliceSource)
+		if !ok || len(s.txns) > 0 {
+			return nil, false
+		}
+		c.srcs = c.srcs[1:]
+	}
+	return parkOf(c.srcs[0])
+}
 
 func (c *chainSource) cursorToken() string {
 	if ts, ok := c.srcs[0].(tokenSource); ok {

@@ -152,7 +152,9 @@ func (l *Limiter) streaming(transport string) func(http.Handler) http.Handler {
 			l.active++
 			l.mu.Unlock()
 			done := metrics.ClientConnected(chi.URLParam(r, "stream"), transport)
-			defer func() {
+			// The connection counts until it ends, which for a WebSocket
+			// is after the handler returned (handlers.Track).
+			r, returned := handlers.Track(r, func() {
 				done()
 				l.mu.Lock()
 				if l.conns[key]--; l.conns[key] <= 0 {
@@ -162,7 +164,8 @@ func (l *Limiter) streaming(transport string) func(http.Handler) http.Handler {
 					l.idle.Broadcast()
 				}
 				l.mu.Unlock()
-			}()
+			})
+			defer returned()
 			next.ServeHTTP(w, r)
 		})
 	}

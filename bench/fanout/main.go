@@ -28,11 +28,14 @@ import (
 
 type config struct {
 	bin, vitessBin, out string
-	ks                  []int
+	ks, idleKs          []int
 	rate                float64
 	duration            time.Duration
 	gwAddr, cfPort      string
 	extra               []string
+	// The cluster's addresses (another cluster than the default one:
+	// vtlocal's -port-offset).
+	mysql, vtgate, vtgateVars, vtctld string
 }
 
 func main() {
@@ -47,14 +50,20 @@ func main() {
 	flag.StringVar(&c.gwAddr, "gateway-addr", "127.0.0.1:18080", "gateway listen address")
 	flag.StringVar(&c.cfPort, "centrifugo-port", "18000", "Centrifugo port (on 127.0.0.1)")
 	flag.StringVar(&extra, "load-flags", "", "more vsg-load flags for every run (space-separated)")
+	var idleKs string
+	flag.StringVar(&idleKs, "idle-k", "", "connection counts for idle-memory runs (vsg-load --idle), after the load runs")
+	flag.StringVar(&c.mysql, "mysql", "127.0.0.1:15306", "vtgate MySQL address (the writer)")
+	flag.StringVar(&c.vtgate, "vtgate", "localhost:15991", "vtgate gRPC address (the gateway, the publisher)")
+	flag.StringVar(&c.vtgateVars, "vtgate-vars", "http://localhost:15001/debug/vars", "vtgate's /debug/vars")
+	flag.StringVar(&c.vtctld, "vtctld", "localhost:15999", "vtctld gRPC address")
 	flag.Parse()
-	for _, f := range strings.Fields(ks) {
-		k, err := strconv.Atoi(f)
-		if err != nil || k <= 0 {
-			fmt.Fprintln(os.Stderr, "fanout: bad -k", f)
-			os.Exit(2)
-		}
-		c.ks = append(c.ks, k)
+	var err error
+	if c.ks, err = counts(ks); err == nil {
+		c.idleKs, err = counts(idleKs)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fanout:", err)
+		os.Exit(2)
 	}
 	c.extra = strings.Fields(extra)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -62,6 +71,19 @@ func main() {
 		log.Error("bench-fanout failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// counts parses a space-separated list of positive counts.
+func counts(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Fields(list) {
+		k, err := strconv.Atoi(f)
+		if err != nil || k <= 0 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 func run(c config, log *slog.Logger) error {
@@ -75,7 +97,8 @@ func run(c config, log *slog.Logger) error {
 	defer os.RemoveAll(tmp)
 	b := &bench{c: c, log: log, tmp: tmp, stream: "load", secret: randHex(32)}
 	b.common = append([]string{"--rate", fmt.Sprint(c.rate), "--duration", c.duration.String(), "--stream", b.stream,
-		"--ready-timeout", "30s", "--vtctldclient", filepath.Join(c.vitessBin, "vtctldclient")}, c.extra...)
+		"--ready-timeout", "30s", "--vtctldclient", filepath.Join(c.vitessBin, "vtctldclient"),
+		"--mysql", c.mysql, "--vtgate-vars", c.vtgateVars, "--vtctld", c.vtctld}, c.extra...)
 	streams := filepath.Join(tmp, "streams.yaml")
 	os.WriteFile(streams, []byte("streams:\n  - name: "+b.stream+"\n    keyspace: customer\n    tables: [customer]\n    start: now\n"), 0o644)
 	b.streams = streams
@@ -97,14 +120,30 @@ func run(c config, log *slog.Logger) error {
 			name string
 			run  func(int) (*report, error)
 		}{{"gateway", b.gateway}, {"centrifugo", b.centrifugo}} {
-			r, err := retry(log, side.name, k, side.run)
+			r, err := retry(log, c, side.name, k, side.run)
 			if err != nil {
 				return err
 			}
 			reports[side.name][k] = r
 		}
 	}
+	// Idle memory: K connections, nothing written (vsg-load --idle).
+	idle := map[string]map[int]*report{"gateway": {}, "centrifugo": {}}
+	b.idle = true
+	for _, k := range c.idleKs {
+		for _, side := range []struct {
+			name string
+			run  func(int) (*report, error)
+		}{{"gateway", b.gateway}, {"centrifugo", b.centrifugo}} {
+			r, err := retry(log, c, side.name, k, side.run)
+			if err != nil {
+				return err
+			}
+			idle[side.name][k] = r
+		}
+	}
 	table(os.Stdout, c, reports)
+	idleTable(os.Stdout, c, idle)
 	return nil
 }
 
@@ -114,6 +153,7 @@ type bench struct {
 	tmp, stream, secret, token string
 	streams                    string
 	common                     []string
+	idle                       bool // the runs measure idle connections
 }
 
 // gateway runs K readers against a gateway started for the run, with
@@ -122,7 +162,7 @@ type bench struct {
 func (b *bench) gateway(k int) (*report, error) {
 	data, _ := os.MkdirTemp(b.tmp, "gw-")
 	gw, err := start(filepath.Join(b.c.out, fmt.Sprintf("gateway-%d.log", k)), []string{"VSG_JWT_SECRET=" + b.secret},
-		filepath.Join(b.c.bin, "vstream-gateway"), "--listen", b.c.gwAddr, "--data-dir", data, "--streams-file", b.streams,
+		filepath.Join(b.c.bin, "vstream-gateway"), "--listen", b.c.gwAddr, "--vtgate", b.c.vtgate, "--data-dir", data, "--streams-file", b.streams,
 		"--max-conns-per-token", "0", "--log-level", "warn")
 	if err != nil {
 		return nil, err
@@ -131,7 +171,7 @@ func (b *bench) gateway(k int) (*report, error) {
 	if err := waitHTTP("http://"+b.c.gwAddr+"/readyz", 60*time.Second); err != nil {
 		return nil, err
 	}
-	return load(b.c, b.log, "gateway", k, append([]string{"--target", "gateway", "--url", "http://" + b.c.gwAddr,
+	return b.load("gateway", k, append([]string{"--target", "gateway", "--url", "http://" + b.c.gwAddr,
 		"--gateway-pid", strconv.Itoa(gw.Process.Pid)}, b.common...), []string{"VSG_TOKEN=" + b.token})
 }
 
@@ -164,7 +204,7 @@ func (b *bench) centrifugo(k int) (*report, error) {
 	}
 	ready := filepath.Join(b.tmp, fmt.Sprintf("publisher-%d.ready", k))
 	pub, err := start(filepath.Join(b.c.out, fmt.Sprintf("publisher-%d.log", k)), []string{"VSG_CENTRIFUGO_API_KEY=" + apiKey},
-		filepath.Join(b.c.bin, "vsg-centrifugo-pub"), "--api", api+"/api", "--channel", b.stream, "--stream", b.stream, "--ready-file", ready)
+		filepath.Join(b.c.bin, "vsg-centrifugo-pub"), "--api", api+"/api", "--vtgate", b.c.vtgate, "--channel", b.stream, "--stream", b.stream, "--ready-file", ready)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +212,7 @@ func (b *bench) centrifugo(k int) (*report, error) {
 	if err := waitFile(ready, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("publisher: %w", err)
 	}
-	return load(b.c, b.log, "centrifugo", k, append([]string{"--target", "centrifugo", "--url", api,
+	return b.load("centrifugo", k, append([]string{"--target", "centrifugo", "--url", api,
 		"--server-pid", strconv.Itoa(cf.Process.Pid), "--aux-pid", strconv.Itoa(pub.Process.Pid)}, b.common...),
 		[]string{"VSG_CENTRIFUGO_SECRET=" + hmac})
 }
@@ -183,14 +223,14 @@ var errNoReport = errors.New("no report")
 // retry runs one side's run again, with fresh processes, when it could not
 // start: the cluster is shared and may be being recreated; wait until
 // vtgate serves again.
-func retry(log *slog.Logger, side string, k int, run func(int) (*report, error)) (*report, error) {
+func retry(log *slog.Logger, c config, side string, k int, run func(int) (*report, error)) (*report, error) {
 	for attempt := 1; ; attempt++ {
 		r, err := run(k)
 		if err == nil || attempt == 3 {
 			return r, err
 		}
 		log.Warn("run did not start; waiting for the cluster", "side", side, "k", k, "err", err)
-		if err := waitTCP("127.0.0.1:15306", 10*time.Minute); err != nil {
+		if err := waitTCP(c.mysql, 10*time.Minute); err != nil {
 			return nil, err
 		}
 	}
@@ -213,8 +253,17 @@ func waitFile(path string, limit time.Duration) error {
 // load runs vsg-load once and reads its JSON report. A run that lost rows
 // exits non-zero but still reports: that is a result, not a failure of the
 // bench.
-func load(c config, log *slog.Logger, target string, k int, args, env []string) (*report, error) {
-	out := filepath.Join(c.out, fmt.Sprintf("%s-%d.json", target, k))
+func (b *bench) load(target string, k int, args, env []string) (*report, error) {
+	return load(b.c, b.log, target, k, b.idle, args, env)
+}
+
+func load(c config, log *slog.Logger, target string, k int, idle bool, args, env []string) (*report, error) {
+	name := fmt.Sprintf("%s-%d.json", target, k)
+	if idle {
+		name = fmt.Sprintf("%s-idle-%d.json", target, k)
+		args = append(args, "--idle", "--idle-hold", "10s", "--ready-timeout", "120s")
+	}
+	out := filepath.Join(c.out, name)
 	os.Remove(out)
 	args = append(args, "--ws", strconv.Itoa(k), "--json", out)
 	log.Info("run", "target", target, "k", k)

@@ -27,7 +27,13 @@ type report struct {
 	VStreamsPeak  int64   `json:"vtgate_vstreams_peak"`
 	DumpPeak      int     `json:"binlog_dump_threads_peak"`
 	VstreamerPeak int64   `json:"vttablet_vstreamers_peak"`
-	Before        struct {
+	Idle          *struct {
+		Conns        int     `json:"conns"`
+		RSSBeforeMiB float64 `json:"rss_before_mib"`
+		RSSAfterMiB  float64 `json:"rss_after_mib"`
+		PerConnKiB   float64 `json:"per_conn_kib"`
+	} `json:"idle"`
+	Before struct {
 		VStreams   int64 `json:"vtgate_vstreams"`
 		DumpTotal  int   `json:"binlog_dump_threads_total"`
 		Vstreamers int64 `json:"vttablet_vstreamers"`
@@ -62,7 +68,7 @@ func (r *report) cpu() float64 {
 }
 
 func table(w io.Writer, c config, reports map[string]map[int]*report) {
-	fmt.Fprintf(w, "\nbench-fanout: %.0f rows/s for %v, K WebSocket readers; gateway (a private VStream per reader) vs Centrifugo + one VStream publisher\n", c.rate, c.duration)
+	fmt.Fprintf(w, "\nbench-fanout: %.0f rows/s for %v, K WebSocket readers; gateway (one shared tail per stream) vs Centrifugo + one VStream publisher\n", c.rate, c.duration)
 	fmt.Fprintln(w, "RSS and CPU: the server process, plus the publisher for Centrifugo; cluster CPU: vtgate + vttablet + MariaDB")
 	fmt.Fprintln(w, "VStreams: vtgate's VStreamsCount (one per shard streamed); before the run: other users of the shared cluster, and for Centrifugo its publisher")
 	for _, k := range c.ks {
@@ -93,6 +99,30 @@ func table(w io.Writer, c config, reports map[string]map[int]*report) {
 		line("  before the run", float64(g.Before.Vstreamers), float64(f.Before.Vstreamers), "%.0f")
 		line("binlog dump threads peak", float64(g.DumpPeak), float64(f.DumpPeak), "%.0f")
 		line("  before the run", float64(g.Before.DumpTotal), float64(f.Before.DumpTotal), "%.0f")
+	}
+	fmt.Fprintln(w, strings.Repeat("-", 72))
+}
+
+// idleTable shows the idle-memory runs: the server's RSS (without
+// Centrifugo's publisher, which does not grow with connections).
+func idleTable(w io.Writer, c config, reports map[string]map[int]*report) {
+	if len(c.idleKs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nidle connections (nothing written): server RSS before and after, per connection")
+	for _, k := range c.idleKs {
+		g, f := reports["gateway"][k], reports["centrifugo"][k]
+		if g == nil || f == nil || g.Idle == nil || f.Idle == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\nK=%d idle\n%-30s %14s %14s %10s\n", k, "", "gateway", "centrifugo", "gw/cf")
+		line := func(name string, a, b float64, format string) {
+			fmt.Fprintf(w, "%-30s %14s %14s %10s\n", name, fmt.Sprintf(format, a), fmt.Sprintf(format, b), ratio(a, b))
+		}
+		line("connections", float64(g.Idle.Conns), float64(f.Idle.Conns), "%.0f")
+		line("RSS before MiB", g.Idle.RSSBeforeMiB, f.Idle.RSSBeforeMiB, "%.1f")
+		line("RSS after MiB", g.Idle.RSSAfterMiB, f.Idle.RSSAfterMiB, "%.1f")
+		line("KiB per connection", g.Idle.PerConnKiB, f.Idle.PerConnKiB, "%.1f")
 	}
 	fmt.Fprintln(w, strings.Repeat("-", 72))
 }

@@ -1,0 +1,77 @@
+package hub
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+)
+
+// A reader at the tail's head can be parked: the channel Park gives closes
+// when the tail appends, and the reader then gets what was appended with
+// TryNext. A reader with something ready, or on a VStream of its own,
+// cannot be parked.
+func TestSubscriptionPark(t *testing.T) {
+	e, call := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
+	live := e.open(t, From{})
+	next(t, live)
+	wake, ok := live.Park()
+	if !ok {
+		t.Fatal("a reader at the tail's head cannot be parked")
+	}
+	select {
+	case <-wake:
+		t.Fatal("woken before the tail appended anything")
+	default:
+	}
+	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 12)})
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("not woken within 30 s of the tail's transactions")
+	}
+	var got []string
+	for len(got) < 2 {
+		// Both are appended by now or soon: wait for each on a fresh
+		// channel, as the WebSocket writer does.
+		d, ok, err := live.TryNext(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			w, parked := live.Park()
+			if !parked {
+				t.Fatal("nothing ready, yet the reader cannot be parked")
+			}
+			select {
+			case <-w:
+			case <-time.After(30 * time.Second):
+				t.Fatal("not woken for the second transaction")
+			}
+			continue
+		}
+		if len(d.Events) > 0 {
+			got = append(got, summary(t, d.Txn)+"@"+shortPos(d.VGtid))
+		}
+	}
+	same(t, "read after wake-ups", got, want(11, 12))
+	if _, ok := live.Park(); !ok {
+		t.Fatal("a reader back at the head cannot be parked")
+	}
+
+	// Something ready: no parking.
+	behind := e.open(t, From{Token: e.token(t, pos(10))})
+	same(t, "from the ring", read(t, behind, 1), want(11))
+	if _, ok := behind.Park(); ok {
+		t.Fatal("a reader with a transaction ready (12) was parked")
+	}
+
+	// A cursor older than the ring reads a VStream of its own: only Next
+	// waits on it.
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: txns(6, 6)})
+	old := e.open(t, From{Token: e.token(t, pos(5))})
+	same(t, "catch-up", read(t, old, 1), want(6))
+	if _, ok := old.Park(); ok {
+		t.Fatal("a reader on a VStream of its own was parked")
+	}
+}
