@@ -41,16 +41,31 @@ test-faults: cluster-up
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
 # chromium), installed here when missing and running as root.
+# The network stall test (e2e TestVtgateNetworkStall) drops packets with
+# iptables, as root; installed here when missing, and skipped (saying why)
+# when not root.
 APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+APT_IPTABLES = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
+	@[ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || \
+		$(APT_IPTABLES) || { apt-get update -qq && $(APT_IPTABLES); }
 
-# The README's screenshots of the console, taken by its end-to-end test on
-# the real cluster (so they show what the console really shows).
-screenshots: cluster-up test-deps
-	VSG_E2E=1 VSG_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run 'TestConsole' -v -timeout 10m ./e2e/
+# The README's screenshots of the console (docs/console/*.png), taken by its
+# end-to-end tests on the real cluster, so they show what the console really
+# shows: TestConsole (overview, stream), TestConsoleWebhooks, TestConsoleReshard.
+# The last reshards customer 0 -> -80,80- and back (and recreates a cluster
+# whose customer keyspace it finds resharded): on a cluster that others use,
+# take them on a private one with SCREENSHOTS_PORT_OFFSET=N (brought up
+# beside the shared one under /var/tmp/vsg-vtdataroot-N; stop it afterwards
+# with `go run ./cmd/vtlocal -port-offset N -data-root /var/tmp/vsg-vtdataroot-N down`).
+SCREENSHOTS_PORT_OFFSET ?=
+screenshots: test-deps
+	@if [ -z "$(SCREENSHOTS_PORT_OFFSET)" ]; then $(MAKE) --no-print-directory cluster-up; fi
+	VSG_E2E=1 VSG_E2E_PORT_OFFSET=$(SCREENSHOTS_PORT_OFFSET) VSG_SCREENSHOTS=$(CURDIR)/docs/console \
+		$(GO) test -count=1 -p 1 -run '^TestConsole(Reshard|Webhooks)?$$' -v -timeout 15m ./e2e/
 
 # Unit tests only (no cluster needed). The end-to-end tests skip, and the
 # summary says so (e2e "[no tests to run]"); the last line repeats it.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +28,7 @@ const consoleSeedRows = 10_000
 //     the current rows load beside it in pages;
 //   - a named subscriber shows its stored cursor per shard and lag, and is
 //     deleted from the page (a confirmed admin action);
-//   - the overview shows the stream with its charts;
-//   - a webhook pointed at a failing receiver shows its dead letter with its
-//     attempts and last error, and replaying it from the page delivers it.
+//   - the overview shows the stream with its charts.
 //
 // With VSG_SCREENSHOTS=<dir> it saves a screenshot of each view there
 // (`make screenshots` writes the README's, docs/console/).
@@ -40,7 +37,7 @@ func TestConsole(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	g := startGateway(t, whGatewayFlags("--webhook-retry-min", "300ms")...)
+	g := startGateway(t, withDataDir(t)...)
 	run := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
 	stream := "console-" + run
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}, "start": "snapshot"})
@@ -108,39 +105,8 @@ func TestConsole(t *testing.T) {
 		card+` && `+card+`.querySelectorAll('.uplot').length === 2 && `+card+`.querySelector('.tail .pos') !== null`)
 	screenshot(t, d, "overview.png")
 
-	// A webhook whose receiver fails: a dead letter with its retries, then
-	// replayed from the page once the receiver is fixed.
-	var mu sync.Mutex
-	failing := true
-	r := newWhReceiver(t, func(int, *whMsg) whAnswer {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			return whAnswer{status: http.StatusServiceUnavailable}
-		}
-		return whAnswer{process: true}
-	})
-	wh := createWebhook(t, g, stream, map[string]any{"url": r.url(), "secret": r.secret, "max_attempts": 3, "batch_max_events": 1})
-	ww := newWriter(t, d.tag+"wh")
-	if err := ww.insert(ctx, "poison", 1); err != nil {
-		t.Fatal(err)
-	}
-	navigate(t, d, g.url+"/?view=webhooks&stream="+url.QueryEscape(stream))
-	dl := fmt.Sprintf(`document.querySelector('[data-webhook=%q] .dead-letters tbody tr')`, wh.ID)
-	waitJS(t, d, "the dead letter with its attempts and last error", 60*time.Second,
-		dl+` && `+dl+`.cells[3].textContent === '3' && /503/.test(`+dl+`.cells[4].textContent) && `+dl+`.cells[5].textContent === 'no'`)
-	screenshot(t, d, "webhooks.png")
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	click(t, d, fmt.Sprintf(`[data-webhook=%q] .dead-letters button.act`, wh.ID))
-	click(t, d, fmt.Sprintf(`[data-webhook=%q] .dead-letters button.confirm`, wh.ID))
-	waitJS(t, d, "the dead letter shown replayed", 30*time.Second, dl+` && `+dl+`.cells[5].textContent === 'yes'`)
-	r.waitRows(t, ctx, ww.since(0))
-
 	navigate(t, d, g.url+"/?view=reshards")
 	waitJS(t, d, "the reshards view", 30*time.Second, `!document.getElementById('view-reshards').hidden && document.getElementById('reshards-error').textContent === ''`)
-	screenshot(t, d, "reshards.png")
 }
 
 // TestConsoleScopes: a token without admin sees no admin view or action

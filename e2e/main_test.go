@@ -70,6 +70,9 @@ func setup(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := clearVtgateStall(); err != nil {
+		return 0, err
+	}
 	if err := cluster.Up(ctx); err != nil {
 		return 0, fmt.Errorf("cluster up: %w", err)
 	}

@@ -58,10 +58,12 @@ func tablesAtHome(t *testing.T, ctx context.Context) {
 	}
 }
 
-// moveWriter inserts customers one per transaction, without pause, until
-// stopped. An insert that fails may still have committed (a switch cuts
-// writes off at any point): it is remembered as uncertain and settled by
-// a look-up at the end.
+// moveWriter inserts customers one per transaction, without pause while
+// inserts succeed, until stopped. An insert that fails may still have
+// committed (a switch cuts writes off at any point): it is remembered as
+// uncertain and settled by a look-up at the end. Failures back off (a
+// switch refuses writes for a second or two; hammering vtgate then only
+// slows the cluster).
 type moveWriter struct {
 	db        *sql.DB
 	tag       string
@@ -73,13 +75,14 @@ type moveWriter struct {
 }
 
 func (w *moveWriter) run(ctx context.Context, stop <-chan struct{}) {
+	backoff := time.Duration(0)
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
 			return
 		case <-ctx.Done():
 			return
-		default:
+		case <-time.After(backoff):
 		}
 		email := fmt.Sprintf("%s-%06d@e2e", w.tag, i)
 		_, err := w.db.ExecContext(ctx, "insert into customer(email) values (?)", email)
@@ -87,27 +90,44 @@ func (w *moveWriter) run(ctx context.Context, stop <-chan struct{}) {
 		if err != nil {
 			w.uncertain = append(w.uncertain, email)
 			w.errs++
+			backoff = min(max(2*backoff, 10*time.Millisecond), 500*time.Millisecond)
 		} else {
 			w.rows = append(w.rows, email)
 			w.n.Add(1)
+			backoff = 0
 		}
 		w.mu.Unlock()
 	}
 }
 
 // settle returns the rows that were written, in order: the certain ones
-// and those uncertain ones the table holds.
+// and those uncertain ones the table holds (one IN query).
 func (w *moveWriter) settle(t *testing.T, ctx context.Context) []string {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	exists := map[string]bool{}
-	for _, e := range w.uncertain {
-		var n int
-		if err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", e).Scan(&n); err != nil {
+	if len(w.uncertain) > 0 {
+		q := "select email from customer where email in (" + strings.TrimSuffix(strings.Repeat("?,", len(w.uncertain)), ",") + ")"
+		args := make([]any, len(w.uncertain))
+		for i, e := range w.uncertain {
+			args[i] = e
+		}
+		rows, err := w.db.QueryContext(ctx, q, args...)
+		if err != nil {
 			t.Fatal(err)
 		}
-		exists[e] = n > 0
+		for rows.Next() {
+			var e string
+			if err := rows.Scan(&e); err != nil {
+				t.Fatal(err)
+			}
+			exists[e] = true
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
 	}
 	all := append(append([]string(nil), w.rows...), w.uncertain...)
 	order := func(e string) int {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/vtlocal"
 )
+
+// primaryPoll is the gateway's --primary-poll in TestReparents.
+const primaryPoll = 2 * time.Second
 
 // TestReparents: customer is split in -80 and 80-, and -80 gets a replica
 // tablet. Readers on every transport (named and anonymous) and a webhook
@@ -58,7 +62,7 @@ func TestReparents(t *testing.T) {
 		}
 	})
 
-	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0")...)
+	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0", "--primary-poll", primaryPoll.String())...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "rep-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
@@ -121,15 +125,26 @@ func TestReparents(t *testing.T) {
 	f.report(t, "PlannedReparentShard", w, prsAt, afterPRS)
 	f.report(t, "mysqld killed + EmergencyReparentShard", w, killAt, time.Now())
 	// PRS: vtgate moves the VStream to the new primary by itself within a
-	// second. ERS: vtgate keeps -80's part of the VStream on the dead
+	// second. ERS: vtgate would keep -80's part of the VStream on the dead
 	// primary's vttablet (up, its mysqld gone) until it gives up (0.5 s
-	// and 29 s in two runs); only then does the gateway see an error and
-	// resume.
+	// and 29 s in two runs); the gateway's primary watch sees the new
+	// primary within a poll and reopens the shard's VStreams. A row written
+	// from the kill on waits at most for the promotion, one poll, and the
+	// reopen.
 	if lat := f.maxLatency(w, prsAt, afterPRS); lat > 10*time.Second {
 		t.Errorf("PRS: rows written around the reparent waited up to %v", lat)
 	}
-	if lat := f.maxLatency(w, killAt, time.Now()); lat > 60*time.Second {
-		t.Errorf("ERS: rows written around the reparent waited up to %v", lat)
+	ersBound := ersDone.Sub(killAt) + primaryPoll + 5*time.Second
+	if lat := f.maxLatency(w, killAt, time.Now()); lat > ersBound {
+		t.Errorf("ERS: rows written around the reparent waited up to %v, want at most %v (the promotion, a primary poll, 5 s)", lat, ersBound)
+	}
+	t.Logf("ERS: rows written after the promotion waited up to %v", f.maxLatency(w, ersDone, time.Now()).Round(10*time.Millisecond))
+	if n := metricSum(t, g, "vsg_upstream_reparents_total", `keyspace="customer"`, `shard="-80"`); n < 2 {
+		t.Errorf("vsg_upstream_reparents_total{shard=-80} = %v, want a change for each reparent", n)
+	}
+	if !regexp.MustCompile(`msg="shard primary changed; reopening its VStreams from their last transaction" keyspace=customer shard=-80 old_primary=` +
+		regexp.QuoteMeta(primary.Alias()) + ` new_primary=` + regexp.QuoteMeta(back.Alias())).MatchString(g.log.String()) {
+		t.Errorf("no log of -80's primary changing from %s to %s", primary.Alias(), back.Alias())
 	}
 	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
 		t.Errorf("%v WebSockets closed as upstream_failed", n)

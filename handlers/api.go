@@ -72,6 +72,8 @@ type API struct {
 	// Shutdown is closed when the gateway begins to shut down: streaming
 	// clients are then closed with a cursor to resume from.
 	Shutdown <-chan struct{}
+	// Replica names this process (as in webhook leases), for GET /v1/stats.
+	Replica string
 	// History holds recent samples of the stream metrics (GET /v1/stats).
 	History *metrics.History
 	// Topology, if set, is vtgate's view of the keyspaces' shards, shown

@@ -12,7 +12,12 @@ import (
 )
 
 type reshardReport struct {
+	// Type is "reshard" or "movetables" (DESIGN §4.1): a MoveTables
+	// cutover moves Tables from Keyspace to TargetKeyspace.
+	Type           string              `json:"type"`
 	Keyspace       string              `json:"keyspace"`
+	TargetKeyspace string              `json:"target_keyspace"`
+	Tables         []string            `json:"tables,omitempty"`
 	Journal        string              `json:"journal"`
 	ID             string              `json:"id"`
 	From           []string            `json:"from"`
@@ -32,9 +37,11 @@ type blockingSub struct {
 	Reason     string `json:"reason"`
 }
 
-// Reshards serves GET /v1/reshards: the journals seen, the bridges done or
-// failed, and per reshard the named subscribers whose cursors still need
-// the old shards — the operator's "is it safe to run Reshard complete now?".
+// Reshards serves GET /v1/reshards: the journals seen (reshards and
+// MoveTables cutovers), the bridges done or failed, and per cutover the
+// named subscribers whose cursors still need the old shards (or the moved
+// tables in their source keyspace) — the operator's "is it safe to run
+// Reshard / MoveTables complete now?".
 func (a *API) Reshards(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	defs, err := a.Streams.List(ctx)
@@ -45,6 +52,9 @@ func (a *API) Reshards(w http.ResponseWriter, r *http.Request) {
 	keyspaces := map[string]bool{}
 	for _, d := range defs {
 		keyspaces[d.Keyspace] = true
+		for _, m := range d.Moves {
+			keyspaces[m.From] = true // its MoveTables journals are recorded there
+		}
 	}
 	out := []reshardReport{}
 	for ks := range keyspaces {
@@ -75,21 +85,17 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 	var out []reshardReport
 	for _, j := range journals {
 		rep := reshardReport{
-			Keyspace: ks, Journal: j.Key, ID: formatID(j.ID), From: j.From(), To: j.To(),
+			Type: "reshard", Keyspace: ks, TargetKeyspace: j.Target(), Journal: j.Key, ID: formatID(j.ID), From: j.From(), To: j.To(),
 			LocalPositions: j.Local, Targets: j.Targets, SeenAt: j.SeenAt, Complete: j.Complete(),
 			Bridges: []*hub.BridgeStatus{}, Blocking: []blockingSub{},
 		}
-		safe := rep.Complete
-		for _, b := range bridges {
-			if b.Journal == j.Key {
-				rep.Bridges = append(rep.Bridges, b)
-				if b.State == "in_progress" || b.State == "failed" {
-					safe = false
-				}
-			}
+		if j.Moves() {
+			rep.Type, rep.Tables = "movetables", j.Tables
 		}
+		safe := rep.Complete
+		pinned := map[string]bool{} // stream/subscriber still needing the old shards
 		for _, d := range defs {
-			if d.Keyspace != ks {
+			if !hub.Crosses(d, j) {
 				continue
 			}
 			subs, err := a.Cursors.List(ctx, d.Name)
@@ -99,8 +105,22 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 			for _, s := range subs {
 				if need, why := a.Hub.NeedsOldShards(s, j); need {
 					rep.Blocking = append(rep.Blocking, blockingSub{Stream: d.Name, Subscriber: s.Name, Reason: why})
+					pinned[d.Name+"/"+s.Name] = true
 					safe = false
 				}
+			}
+		}
+		for _, b := range bridges {
+			if b.Journal != j.Key {
+				continue
+			}
+			rep.Bridges = append(rep.Bridges, b)
+			// A running bridge is about to change its subscriber's state.
+			// A failed one matters only while its subscriber still needs
+			// the old shards: one that came back and read across the
+			// cutover itself (or was deleted) pins nothing any more.
+			if b.State == "in_progress" || (b.State == "failed" && pinned[b.Stream+"/"+b.Subscriber]) {
+				safe = false
 			}
 		}
 		rep.SafeToComplete = safe

@@ -20,27 +20,33 @@ import (
 const statsTopologyWait = 2 * time.Second
 
 type statsReport struct {
-	At              time.Time     `json:"at"`
-	IntervalSeconds float64       `json:"interval_seconds"`
-	Admin           bool          `json:"admin"`
-	Subject         string        `json:"subject,omitempty"`
-	Streams         []streamStats `json:"streams"`
-	ShardsError     string        `json:"shards_error,omitempty"`
+	At              time.Time `json:"at"`
+	IntervalSeconds float64   `json:"interval_seconds"`
+	Replica         string    `json:"replica,omitempty"` // the numbers are this replica's
+
+	Admin       bool          `json:"admin"`
+	Subject     string        `json:"subject,omitempty"`
+	Streams     []streamStats `json:"streams"`
+	ShardsError string        `json:"shards_error,omitempty"`
 }
 
 type streamStats struct {
-	Name           string             `json:"name"`
-	Keyspace       string             `json:"keyspace"`
-	Start          string             `json:"start"`
-	Shards         []shardStats       `json:"shards"`
-	Readers        map[string]int     `json:"readers"`
-	Webhooks       *int               `json:"webhooks,omitempty"`
-	EventsInPerS   float64            `json:"events_in_per_s"`
-	EventsOutPerS  float64            `json:"events_out_per_s"`
-	EventsInTotal  float64            `json:"events_in_total"`
-	EventsOutTotal map[string]float64 `json:"events_out_total"`
-	Tail           *tailStats         `json:"tail"`
-	History        metrics.Series     `json:"history"`
+	Name     string         `json:"name"`
+	Keyspace string         `json:"keyspace"`
+	Start    string         `json:"start"`
+	Shards   []shardStats   `json:"shards"`
+	Readers  map[string]int `json:"readers"`
+	Webhooks *int           `json:"webhooks,omitempty"`
+	// Admin only, this replica's: batches it has sent and not resolved,
+	// and the recent history of each webhook of the stream it delivers.
+	WebhooksInFlight *int                             `json:"webhooks_in_flight,omitempty"`
+	WebhookHistory   map[string]metrics.WebhookSeries `json:"webhook_history,omitempty"`
+	EventsInPerS     float64                          `json:"events_in_per_s"`
+	EventsOutPerS    float64                          `json:"events_out_per_s"`
+	EventsInTotal    float64                          `json:"events_in_total"`
+	EventsOutTotal   map[string]float64               `json:"events_out_total"`
+	Tail             *tailStats                       `json:"tail"`
+	History          metrics.Series                   `json:"history"`
 }
 
 type shardStats struct {
@@ -78,6 +84,9 @@ func (a *API) Stats(w http.ResponseWriter, r *http.Request) {
 	if p != nil {
 		rep.Subject = p.Subject
 	}
+	if admin {
+		rep.Replica = a.Replica // host and pid: for operators only
+	}
 	rep.IntervalSeconds = a.History.Interval().Seconds()
 	var keyspaces []string
 	for _, d := range defs {
@@ -110,8 +119,9 @@ func (a *API) Stats(w http.ResponseWriter, r *http.Request) {
 		}
 		if admin && a.Webhooks != nil {
 			if whs, err := a.Webhooks(ctx, d.Name); err == nil {
-				n := len(whs)
-				s.Webhooks = &n
+				n, f := len(whs), a.History.WebhooksInFlight(d.Name)
+				s.Webhooks, s.WebhooksInFlight = &n, &f
+				s.WebhookHistory = a.History.Webhooks(d.Name)
 			}
 		}
 		s.EventsInPerS, s.EventsOutPerS = a.History.Rates(d.Name)

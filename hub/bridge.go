@@ -83,14 +83,16 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		return status, nil
 	}
 	status.State = "in_progress"
-	h.saveBridgeStatus(ctx, def.Keyspace, status)
+	// Statuses are kept by the journal's keyspace: a stream whose tables
+	// moved reads another keyspace now (DESIGN §4.1).
+	h.saveBridgeStatus(ctx, j.Keyspace, status)
 
 	log := fmt.Sprintf("spool/%s/%s/%s", def.Name, sub, j.Key)
 	after, err := h.capture(ctx, def, from, j, log, status)
 	status.Finished = time.Now().UTC()
 	if err != nil {
 		status.State, status.Error = "failed", err.Error()
-		h.saveBridgeStatus(ctx, def.Keyspace, status)
+		h.saveBridgeStatus(ctx, j.Keyspace, status)
 		h.st.DeleteLog(context.WithoutCancel(ctx), log)
 		return status, err
 	}
@@ -104,7 +106,7 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 	}
 	if !position.Of(cur.VGtid).Identical(position.Of(st.VGtid)) || len(cur.Bridges) != len(st.Bridges) {
 		status.State = "not_needed"
-		h.saveBridgeStatus(ctx, def.Keyspace, status)
+		h.saveBridgeStatus(ctx, j.Keyspace, status)
 		h.st.DeleteLog(ctx, log)
 		return status, nil
 	}
@@ -113,8 +115,8 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		return status, err
 	}
 	status.State = "done"
-	h.saveBridgeStatus(ctx, def.Keyspace, status)
-	h.log.Info("subscriber bridged across reshard", "stream", def.Name, "subscriber", sub,
+	h.saveBridgeStatus(ctx, j.Keyspace, status)
+	h.log.Info("subscriber bridged across a cutover", "kind", cutoverKind(j), "stream", def.Name, "subscriber", sub,
 		"journal", j.Key, "from", j.From(), "to", j.To(), "events", status.Events, "bytes", status.Bytes,
 		"duration", status.Finished.Sub(status.Started))
 	return status, nil
@@ -124,14 +126,22 @@ func (h *Hub) BridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 // returns the position after it: the last position seen with j's
 // participants replaced by its targets. (The stream's own last VGTID points
 // past the journal on the old shards; resuming from it never reaches the
-// new shards.)
+// new shards.) A MoveTables source gets no journal event (DESIGN §4.1):
+// its capture ends when every source shard reached the journal's local
+// position, and drops what follows on a shard already there (the reverse
+// workflow's copies).
 func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlogdatapb.VGtid, j *reshard.Journal, log string, status *BridgeStatus) (*binlogdatapb.VGtid, error) {
 	if err := h.st.DeleteLog(ctx, log); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.bridgeTimeout)
 	defer cancel()
-	spec := source.Spec{Name: def.Name + "/bridge", Keyspace: def.Keyspace, Rules: def.VitessRules()}
+	spec := source.Spec{Name: def.Name + "/bridge", Keyspace: j.Keyspace, Rules: def.VitessRules()}
+	var opts []source.ReadOption
+	if !j.Moves() {
+		opts = append(opts, source.StopOnReshard())
+	}
+	local := j.LocalPosition()
 	last := from
 	var batch [][]byte
 	flush := func() error {
@@ -147,13 +157,16 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	// shard's primary. A healthy stream delivers something (a heartbeat at
 	// least) every second, so a stream silent for bridgeStall is reopened
 	// from the last transaction captured.
-	r := h.src.Open(ctx, spec, last, source.StopOnReshard())
+	r := h.src.Open(ctx, spec, last, opts...)
 	defer func() { r.Close() }()
 	// open counts the events of a chunked transaction spooled so far
 	// (DESIGN §3.1): a reopened stream starts before the transaction and
 	// skips them, or they would be spooled twice.
 	open := 0
 	for {
+		if j.Moves() && position.Of(last).Covers(local) {
+			break
+		}
 		nctx, ncancel := context.WithTimeout(ctx, h.bridgeStall)
 		txn, err := r.Next(nctx)
 		ncancel()
@@ -163,17 +176,20 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
 			h.log.Info("bridge stream stalled; reopening", "stream", def.Name, "journal", j.Key, "from", last)
 			r.Close()
-			opts := []source.ReadOption{source.StopOnReshard()}
+			reopen := opts
 			if open > 0 {
-				opts = append(opts, source.ResumeInTxn(open))
+				reopen = append(append([]source.ReadOption{}, opts...), source.ResumeInTxn(open))
 			}
-			r = h.src.Open(ctx, spec, last, opts...)
+			r = h.src.Open(ctx, spec, last, reopen...)
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bridge stream: %w", err)
 		}
 		if txn.Journal != nil || txn.Heartbeat {
+			continue
+		}
+		if j.Moves() && pastLocal(last, txn, j.Keyspace, local) {
 			continue
 		}
 		if txn.Partial {
@@ -204,7 +220,19 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	return j.Apply(position.Of(last)).VGtid(), nil
+	after := j.Apply(position.Of(last))
+	if j.Moves() {
+		// The tables left the source keyspace altogether.
+		after = after.Replace(j.Keyspace, shardNames(after.InKeyspace(j.Keyspace)))
+	}
+	return after.VGtid(), nil
+}
+
+func cutoverKind(j *reshard.Journal) string {
+	if j.Moves() {
+		return "movetables"
+	}
+	return "reshard"
 }
 
 func (h *Hub) saveBridgeStatus(ctx context.Context, keyspace string, s *BridgeStatus) {
@@ -235,11 +263,13 @@ func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeSta
 // that is behind j's cutover. Subscribers are bridged concurrently (a few
 // at a time): the old shards may be deleted seconds after the switch.
 func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
-	h.awaitSwitch(ctx, j)
+	if !j.Moves() {
+		h.awaitSwitch(ctx, j)
+	}
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for _, def := range defs {
-		if def.Keyspace != j.Keyspace {
+		if !Crosses(def, j) {
 			continue
 		}
 		subs, err := h.cursors.List(ctx, def.Name)
@@ -254,13 +284,46 @@ func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *resh
 				defer wg.Done()
 				defer func() { <-sem }()
 				if _, err := h.BridgeSubscriber(ctx, def, sub, j); err != nil {
-					h.log.Error("bridging a subscriber across a reshard failed: it will get its stream's on_gap policy if the old shards are deleted before it returns",
+					h.log.Error("bridging a subscriber across a cutover failed: it will get its stream's on_gap policy if the old shards (or moved tables) are deleted before it returns",
 						"stream", def.Name, "subscriber", sub, "journal", j.Key, "err", err)
 				}
 			}(def, s.Name)
 		}
 	}
 	wg.Wait()
+}
+
+// Crosses reports whether def's subscribers may be behind j: a reshard of
+// its keyspace, or a MoveTables cutover it followed (DESIGN §4.1).
+func Crosses(def *streams.Definition, j *reshard.Journal) bool {
+	if !j.Moves() {
+		return def.Keyspace == j.Keyspace
+	}
+	for _, m := range def.Moves {
+		if m.Journal == j.Key {
+			return true
+		}
+	}
+	// Not moved yet: it will be once the journal is handled
+	// (server/moves.go), and its subscribers are already behind it.
+	follows, _ := def.Follows(j.Keyspace, j.Tables)
+	return follows && !def.Moved().After(j.SeenAt)
+}
+
+// BridgeMoved bridges, in the background until the hub closes, the named
+// subscribers of the streams that followed MoveTables journal j: the
+// journal read that found it must not wait for the captures.
+func (h *Hub) BridgeMoved(defs []*streams.Definition, j *reshard.Journal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.BridgeAll(h.ctx, defs, j)
+	}()
 }
 
 // NeedsOldShards reports whether subscriber s still needs j's old shards:

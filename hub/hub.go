@@ -12,6 +12,7 @@ package hub
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,6 +193,10 @@ func (h *Hub) Parked() int {
 
 // sameDefinition compares by origin keyspace: a stream whose tables moved
 // (DESIGN §4.1) is the same stream, and its tail follows the move itself.
+// The filter is compared too: a stream defined again from the streams
+// file keeps its creation time, and its tail must not go on reading the
+// old filter.
 func sameDefinition(a, b *streams.Definition) bool {
-	return a == b || (a.Name == b.Name && a.Origin() == b.Origin() && a.CreatedAt.Equal(b.CreatedAt))
+	return a == b || (a.Name == b.Name && a.Origin() == b.Origin() && a.CreatedAt.Equal(b.CreatedAt) &&
+		slices.Equal(a.Tables, b.Tables) && slices.Equal(a.Rules, b.Rules))
 }

@@ -37,6 +37,10 @@ type Mover interface {
 	Sync(ctx context.Context, keyspace string, after time.Time) error
 	// Moves returns the moves the stream has followed (stored, not cached).
 	Moves(ctx context.Context, stream string) ([]streams.Move, error)
+	// Completed reports whether the workflow that moved tables out of
+	// keyspace is completed: its source tables are dropped, and a cursor
+	// behind its cutover can no longer be read there.
+	Completed(ctx context.Context, keyspace string, tables []string) (bool, error)
 }
 
 // WithMover makes readers follow MoveTables cutovers.
@@ -52,8 +56,24 @@ type movingSource struct {
 	r     *source.Reader
 	cut   *streams.Move // the move being crossed
 	out   []*source.Txn // notices to deliver first
-	ctx   context.Context
-	opts  []source.ReadOption // for the first VStream only (resuming inside a transaction)
+	// looked: the moves out of ks were looked up since entering it.
+	looked bool
+	// held is a transaction of the source read while a workflow moves the
+	// stream's tables: it is released (or dropped as a copy) when look,
+	// the journal read begun after it arrived, is done.
+	held   *source.Txn
+	look   *lookup
+	ctx    context.Context // the readers' context, cancelled by Close
+	cancel context.CancelFunc
+	opts   []source.ReadOption // for the first VStream only (resuming inside a transaction)
+}
+
+// lookup is a look-up of the move to cross, in the background: TryNext
+// must never wait for vtctld or the store.
+type lookup struct {
+	done chan struct{}
+	mv   *streams.Move
+	err  error
 }
 
 // openStream returns the VStream of def from pos: a movingSource when the
@@ -64,7 +84,8 @@ func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binl
 	if h.mover == nil {
 		return h.src.Open(ctx, h.spec(def, ks), pos, opts...)
 	}
-	m := &movingSource{h: h, def: def, pos: pos, ks: ks, ctx: ctx, opts: opts}
+	m := &movingSource{h: h, def: def, pos: pos, ks: ks, opts: opts}
+	m.ctx, m.cancel = context.WithCancel(ctx)
 	if joinable(pos) {
 		m.entry = pos
 	}
@@ -133,22 +154,60 @@ func shardNames(p position.Position) []string {
 // applicable finds the move out of ks that a reader entering ks at entry
 // still has to cross: the first recorded one whose cutover is at or after
 // entry on every source shard.
-func (m *movingSource) applicable(ctx context.Context) (*streams.Move, error) {
-	if m.entry == nil {
+func (m *movingSource) applicable(ctx context.Context, ks string, entry *binlogdatapb.VGtid) (*streams.Move, error) {
+	if entry == nil {
 		return nil, nil
 	}
 	moves, err := m.h.mover.Moves(ctx, m.def.Name)
 	if err != nil {
 		return nil, err
 	}
-	at := position.Of(m.entry).InKeyspace(m.ks)
+	at := position.Of(entry).InKeyspace(ks)
 	for i := range moves {
 		mv := &moves[i]
-		if mv.From == m.ks && moveLocal(mv).Covers(at) {
+		if mv.From == ks && moveLocal(mv).Covers(at) {
 			return mv, nil
 		}
 	}
 	return nil, nil
+}
+
+// startLookup looks up the move to cross in the background; with gate,
+// only after a journal read that began at or after `after` is done.
+func (m *movingSource) startLookup(gate bool, after time.Time) {
+	l := &lookup{done: make(chan struct{})}
+	m.look = l
+	ks, entry := m.ks, m.entry
+	go func() {
+		defer close(l.done)
+		if gate {
+			if l.err = m.sync(m.ctx, ks, after); l.err != nil {
+				return
+			}
+		}
+		l.mv, l.err = m.applicable(m.ctx, ks, entry)
+	}()
+}
+
+// awaitLookup waits for the look-up in progress (not at all unless
+// block) and takes its answer; errNothingBuffered when it is not done.
+func (m *movingSource) awaitLookup(ctx context.Context, block bool) (*streams.Move, error) {
+	l := m.look
+	if block {
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		select {
+		case <-l.done:
+		default:
+			return nil, errNothingBuffered
+		}
+	}
+	m.look = nil
+	return l.mv, l.err
 }
 
 func (m *movingSource) open() {
@@ -174,7 +233,7 @@ func (m *movingSource) finish() {
 	m.pos = moveApply(m.pos, mv)
 	// ResumeInTxn (opts) counts events of a transaction of the source
 	// keyspace: never for the target's first VStream.
-	m.ks, m.entry, m.cut, m.opts = mv.To, m.pos, nil, nil
+	m.ks, m.entry, m.cut, m.looked, m.opts = mv.To, m.pos, nil, false, nil
 	notice := source.Control(event.TypeMoved, mv.From, "", map[string]any{
 		"tables": mv.Tables, "from": mv.From, "to": mv.To, "journal": mv.Journal,
 	})
@@ -183,16 +242,17 @@ func (m *movingSource) finish() {
 		"tables", mv.Tables, "position", m.pos.String())
 }
 
-// sync waits for a journal read begun after t, retrying while vtctld
-// fails: delivering first could hand out a reverse copy as a new row.
-func (m *movingSource) sync(ctx context.Context, t time.Time) error {
+// sync waits for a journal read of ks begun after t, retrying while
+// vtctld fails: delivering first could hand out a reverse copy as a new
+// row.
+func (m *movingSource) sync(ctx context.Context, ks string, t time.Time) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := m.h.mover.Sync(ctx, m.ks, t)
+		err := m.h.mover.Sync(ctx, ks, t)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		m.h.log.Warn("MoveTables journal read failed; holding the stream until it succeeds", "stream", m.def.Name, "keyspace", m.ks, "err", err)
+		m.h.log.Warn("MoveTables journal read failed; holding the stream until it succeeds", "stream", m.def.Name, "keyspace", ks, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -206,6 +266,8 @@ func (m *movingSource) Next(ctx context.Context) (*source.Txn, error) {
 	return m.next(ctx, true)
 }
 
+// TryNext never waits: a transaction held for a journal read, or a
+// look-up in progress, is "nothing yet".
 func (m *movingSource) TryNext() (*source.Txn, bool, error) {
 	t, err := m.next(context.Background(), false)
 	if errors.Is(err, errNothingBuffered) {
@@ -223,12 +285,27 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 			m.out = m.out[1:]
 			return t, nil
 		}
-		if m.cut == nil && m.r == nil {
-			mv, err := m.applicable(ctx)
+		if m.look != nil {
+			mv, err := m.awaitLookup(ctx, block)
 			if err != nil {
 				return nil, err
 			}
-			m.cut = mv
+			m.cut, m.looked = mv, true
+		} else if !m.looked && m.entry != nil {
+			// Entering a keyspace: is there a recorded move out of it
+			// still ahead of the reader?
+			m.startLookup(false, time.Time{})
+			continue
+		}
+		if txn := m.held; txn != nil {
+			m.held = nil
+			if m.cut != nil && m.pastCut(txn) {
+				// A reverse copy (or the journal's own transaction):
+				// the target keyspace delivers the original.
+				continue
+			}
+			m.pos = txn.VGtid
+			return txn, nil
 		}
 		if m.crossed() {
 			m.finish()
@@ -258,27 +335,17 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 		if m.entry == nil {
 			if joinable(txn.VGtid) {
 				m.entry = txn.VGtid
+				m.looked = true // a reader from the live end has no move ahead yet
 			}
 		} else if m.cut == nil && m.h.mover.Pending(m.ks, m.def.TableNames()) {
 			// A workflow moves these tables: this transaction may come
 			// after the cutover. Only a journal read that began after it
 			// arrived can tell.
-			sctx := ctx
-			if !block {
-				sctx = m.ctx
-			}
-			if err := m.sync(sctx, txn.Received); err != nil {
-				return nil, err
-			}
-			mv, err := m.applicable(sctx)
-			if err != nil {
-				return nil, err
-			}
-			m.cut = mv
+			m.held = txn
+			m.startLookup(true, txn.Received)
+			continue
 		}
 		if m.cut != nil && m.pastCut(txn) {
-			// A reverse copy (or the journal's own transaction): the
-			// target keyspace delivers the original.
 			continue
 		}
 		m.pos = txn.VGtid
@@ -289,7 +356,15 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 // pastCut reports whether every source shard txn moves is already at or
 // past the cutover.
 func (m *movingSource) pastCut(txn *source.Txn) bool {
-	moved := movedShards(m.pos, txn.VGtid)
+	return pastLocal(m.pos, txn, m.ks, moveLocal(m.cut))
+}
+
+// pastLocal reports whether txn, read at cur, moves only shards of
+// keyspace ks that cur already has at or past their cutover positions in
+// local: on a MoveTables source, a reverse copy (or the journal's own
+// transaction).
+func pastLocal(cur *binlogdatapb.VGtid, txn *source.Txn, ks string, local position.Position) bool {
+	moved := movedShards(cur, txn.VGtid)
 	if len(moved) == 0 && txn.Partial && len(txn.Events) > 0 {
 		// A piece of a chunked transaction (DESIGN §3.1) is at the
 		// position before it: its shard is the one its events are on
@@ -300,13 +375,13 @@ func (m *movingSource) pastCut(txn *source.Txn) bool {
 	if len(moved) == 0 {
 		return false
 	}
-	local, cur := moveLocal(m.cut), position.Of(m.pos)
+	at := position.Of(cur)
 	for _, s := range moved {
-		l, ok := local.Lookup(m.ks, s)
+		l, ok := local.Lookup(ks, s)
 		if !ok {
 			return false
 		}
-		if c, ok := cur.Lookup(m.ks, s); !ok || !c.Covers(l) {
+		if c, ok := at.Lookup(ks, s); !ok || !c.Covers(l) {
 			return false
 		}
 	}
@@ -315,6 +390,9 @@ func (m *movingSource) pastCut(txn *source.Txn) bool {
 
 func (m *movingSource) Buffered() int {
 	n := len(m.out)
+	if m.held != nil {
+		n++
+	}
 	if m.r != nil {
 		n += m.r.Buffered()
 	}
@@ -322,6 +400,7 @@ func (m *movingSource) Buffered() int {
 }
 
 func (m *movingSource) Close() {
+	m.cancel()
 	if m.r != nil {
 		m.r.Close()
 		m.r = nil

@@ -22,6 +22,7 @@ func (m oneMove) Sync(context.Context, string, time.Time) error { return nil }
 func (m oneMove) Moves(context.Context, string) ([]streams.Move, error) {
 	return []streams.Move{m.mv}, nil
 }
+func (m oneMove) Completed(context.Context, string, []string) (bool, error) { return false, nil }
 
 // A chunked transaction past a MoveTables cutover (a reverse copy on a
 // shard already at the cutover while another is not) is dropped whole:

@@ -77,6 +77,28 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			outcome = reshard.Bridged
 		}
 	}
+	// A position behind a MoveTables cutover whose source tables are
+	// dropped cannot be read up to it (DESIGN §4.1): a gap, as for a
+	// reshard's deleted shards, unless the tail's ring still holds it.
+	if mv, missing, err := h.behindCompletedMove(ctx, def, live); err != nil {
+		return nil, err
+	} else if mv != nil && !h.ringCovers(def, live) {
+		d := reshard.Decision{Outcome: reshard.Resync, Missing: missing}
+		if def.OnGap == streams.OnGapFail {
+			h.observed(def, reshard.Failed, d)
+			return nil, &reshard.GapError{Missing: missing}
+		}
+		live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
+		notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
+			"missing": missing,
+			"reason":  ResyncTablesMoved,
+			"message": fmt.Sprintf("the cursor is behind the move of %v from %s to %s, whose source tables are dropped; a fresh snapshot follows: discard what you derived from earlier events", mv.Tables, mv.From, mv.To),
+		})
+		h.observed(def, reshard.Resync, d)
+		srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
+		srcs = append(srcs, h.follow(def, live))
+		return chain(srcs...), nil
+	}
 	// A position the tail's ring covers needs no rebuild, even if its
 	// shards are gone: the ring holds what followed it, across the reshard.
 	if h.rebuilder != nil && position.Of(live).Concrete() && !h.ringCovers(def, live) {
@@ -124,7 +146,10 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 }
 
 func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (reshard.Decision, error) {
-	topo, err := h.rebuilder.Topology(ctx, def.Keyspace)
+	// The keyspace of the position: a cursor from before a MoveTables
+	// cutover is on the keyspace the stream's tables left (DESIGN §4.1).
+	ks := keyspaceOf(pos, def.Keyspace)
+	topo, err := h.rebuilder.Topology(ctx, ks)
 	if err != nil {
 		// Without a topology view, let vtgate judge the cursor: it fails
 		// fast on a deleted shard and the client retries.
@@ -134,11 +159,11 @@ func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogda
 	if reshard.AllServing(pos, topo) {
 		return reshard.Decision{Outcome: reshard.Passthrough, VGtid: pos}, nil
 	}
-	journals, err := h.rebuilder.Journals(ctx, def.Keyspace)
+	journals, err := h.rebuilder.Journals(ctx, ks)
 	if err != nil {
 		return reshard.Decision{}, fmt.Errorf("load reshard journals: %w", err)
 	}
-	return reshard.Decide(pos, topo, map[string][]*reshard.Journal{def.Keyspace: journals}), nil
+	return reshard.Decide(pos, topo, map[string][]*reshard.Journal{ks: journals}), nil
 }
 
 func (h *Hub) observed(def *streams.Definition, outcome reshard.Outcome, d reshard.Decision) {

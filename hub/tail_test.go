@@ -274,3 +274,24 @@ func TestTailFollowsReshard(t *testing.T) {
 		t.Fatalf("%d VStream calls, want the tail's only", n)
 	}
 }
+
+// A stream defined again with another filter but the same creation time
+// (the streams file re-read at start-up keeps created_at) gets a new
+// tail: the old one reads the old filter.
+func TestTailRestartsOnFilterChange(t *testing.T) {
+	e, first := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
+	redefined := *e.def
+	redefined.Tables = []string{"t", "u"}
+	if err := redefined.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	e.def = &redefined
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{{s0.Pos(pos(12))}}})
+	samePos(t, "first delivery", next(t, e.open(t, From{})).VGtid, pos(12))
+	<-first.Done() // the old tail stopped
+	req := e.fake.Call(t, 1).Req
+	samePos(t, "the new tail's request", req.Vgtid, fakevtgate.VGtid(ks, "", "current"))
+	if rules := req.Filter.GetRules(); len(rules) != 2 || rules[1].Match != "u" {
+		t.Fatalf("the new tail's filter %v, want t and u", rules)
+	}
+}

@@ -15,13 +15,16 @@ type History struct {
 	live  func() map[string]*StreamLive
 	now   func() time.Time
 
+	webhooks func() map[string]WebhookLive // guarded by mu
+
 	mu      sync.Mutex
 	samples []sample // oldest first, at most max
 }
 
 type sample struct {
-	at      time.Time
-	streams map[string]sampleStream
+	at       time.Time
+	streams  map[string]sampleStream
+	webhooks map[string]WebhookLive
 }
 
 type sampleStream struct {
@@ -76,6 +79,15 @@ func (h *History) Sample() {
 			readers += n
 		}
 		s.streams[name] = sampleStream{in: l.EventsIn, out: out, readers: readers, ringEntries: l.RingEntries}
+	}
+	h.mu.Lock()
+	webhooks := h.webhooks
+	h.mu.Unlock()
+	if webhooks != nil {
+		s.webhooks = map[string]WebhookLive{} // a copy: the source may reuse its map
+		for id, w := range webhooks() {
+			s.webhooks[id] = w
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -42,24 +42,15 @@ func Live() map[string]*StreamLive {
 	return out
 }
 
-// each calls fn with the labels and value of every series of c.
+// each calls fn with the labels and value of every counter and gauge
+// series of c.
 func each(c prometheus.Collector, fn func(labels map[string]string, v float64)) {
-	ch := make(chan prometheus.Metric, 64)
-	go func() { c.Collect(ch); close(ch) }()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil {
-			continue
-		}
-		labels := make(map[string]string, len(d.GetLabel()))
-		for _, lp := range d.GetLabel() {
-			labels[lp.GetName()] = lp.GetValue()
-		}
+	EachMetric(c, func(labels map[string]string, d *dto.Metric) {
 		switch {
 		case d.Counter != nil:
 			fn(labels, d.GetCounter().GetValue())
 		case d.Gauge != nil:
 			fn(labels, d.GetGauge().GetValue())
 		}
-	}
+	})
 }

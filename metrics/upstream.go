@@ -22,6 +22,16 @@ var (
 		Buckets: []float64{.1, .5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600},
 	}, []string{"stream"})
 
+	upstreamStalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_upstream_stalls_total",
+		Help: "VStreams cancelled and reopened because vtgate sent nothing, not even a heartbeat, for --stall-timeout (a network dropping packets, a hung vtgate), by stream.",
+	}, []string{"stream"})
+
+	upstreamReparents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_upstream_reparents_total",
+		Help: "Primary changes of a streamed shard seen by the gateway's primary watch (each reopens the shard's VStreams), by keyspace and shard.",
+	}, []string{"keyspace", "shard"})
+
 	upstreamUnavailableDesc = prometheus.NewDesc("vsg_upstream_unavailable",
 		"VStreams waiting for vtgate now (interrupted, not yet streaming again), by stream.", []string{"stream"}, nil)
 	upstreamUnavailableSecondsDesc = prometheus.NewDesc("vsg_upstream_unavailable_seconds",
@@ -31,7 +41,7 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(upstreamInterruptions, upstreamOutage, upstream)
+	Registry.MustRegister(upstreamInterruptions, upstreamOutage, upstreamStalls, upstreamReparents, upstream)
 }
 
 // upstreamWaits is the set of VStreams waiting for vtgate now. It is a
@@ -80,4 +90,14 @@ func UpstreamLost(stream string, since time.Time) (ended func()) {
 		upstream.mu.Unlock()
 		upstreamOutage.WithLabelValues(stream).Observe(time.Since(since).Seconds())
 	}
+}
+
+// UpstreamStalled counts a VStream of stream cancelled as stalled. The
+// outage it starts (or continues) is recorded by UpstreamLost as any other.
+func UpstreamStalled(stream string) { upstreamStalls.WithLabelValues(stream).Inc() }
+
+// UpstreamReparent counts a change of the primary of keyspace/shard. The
+// outages of the VStreams it reopens are recorded by UpstreamLost.
+func UpstreamReparent(keyspace, shard string) {
+	upstreamReparents.WithLabelValues(keyspace, shard).Inc()
 }

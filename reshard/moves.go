@@ -133,9 +133,28 @@ func (m *Mover) Pending(keyspace string, tables []string) bool {
 	return false
 }
 
+// Completed reports whether no workflow moves tables of keyspace any
+// more: the routing rules, read now, name none of them. A MoveTables
+// `complete` removes its rules with the source tables; while a workflow
+// runs (or after ReverseTraffic) its rules name both sides.
+func (m *Mover) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
+	routed, err := m.vt.RoutedTables(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tables {
+		if routed[keyspace+"."+t] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Sync returns once a journal read of keyspace that began at or after
 // `after` has finished, and any new cutover it found has been handed to
-// onMove. Concurrent callers share reads.
+// onMove. Concurrent callers share reads. A read runs detached from the
+// caller that started it (bounded by scanTimeout): a caller that gives up
+// must not fail the read for the others waiting on it.
 func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) error {
 	for {
 		m.mu.Lock()
@@ -143,10 +162,12 @@ func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) erro
 		if s == nil || s.started.Before(after) && isDone(s) {
 			s = &scan{started: time.Now(), done: make(chan struct{})}
 			m.scans[keyspace] = s
-			m.mu.Unlock()
-			s.err = m.scan(ctx, keyspace)
-			close(s.done)
-			return s.err
+			go func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scanTimeout)
+				defer cancel()
+				s.err = m.scan(sctx, keyspace)
+				close(s.done)
+			}()
 		}
 		m.mu.Unlock()
 		select {
@@ -159,6 +180,10 @@ func (m *Mover) Sync(ctx context.Context, keyspace string, after time.Time) erro
 		}
 	}
 }
+
+// scanTimeout bounds one journal read of a keyspace (a few vtctld calls of
+// vtctldTimeout each).
+const scanTimeout = 30 * time.Second
 
 func isDone(s *scan) bool {
 	select {

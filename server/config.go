@@ -12,6 +12,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	LogFormat     string
 	ShutdownGrace time.Duration
 	Heartbeat     time.Duration
+	StallTimeout  time.Duration
+	// PrimaryPoll: see source.WithPrimaryPoll.
+	PrimaryPoll time.Duration
 	// StoreLossWindow: see hub.WithStoreLoss.
 	StoreLossWindow time.Duration
 
@@ -58,6 +62,8 @@ type Config struct {
 	RingBytes        int
 	RingEntries      int
 	TailIdle         time.Duration
+	SpoolEvents      int
+	SpoolBytes       int
 	WSSlowAfter      time.Duration
 	MaxLimit         int
 	DefaultLimit     int
@@ -121,6 +127,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.str(&c.LogFormat, "log-format", "text", "text or json")
 	d.dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long shutdown waits for clients to be closed")
 	d.dur(&c.Heartbeat, "heartbeat", time.Second, "vtgate heartbeat interval on idle streams (whole seconds)")
+	d.dur(&c.StallTimeout, "stall-timeout", source.DefaultStallTimeout, "a VStream on which vtgate sends nothing, not even a heartbeat, for this long is cancelled and reopened from its last transaction (a network dropping packets, a hung vtgate); at least 3 heartbeat intervals; 0: never")
+	d.dur(&c.PrimaryPoll, "primary-poll", source.DefaultPrimaryPoll, "how often the gateway asks vtgate for the primaries of the shards it streams (SHOW VITESS_TABLETS); a shard whose primary changed has its VStreams reopened from their last transaction; 0: never")
 	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
 
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
@@ -143,6 +151,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.RingBytes, "ring-bytes", hub.DefaultTailOptions.RingBytes, "bytes of recent transactions each stream's tail keeps in memory: readers whose cursor is inside are served without a VStream of their own")
 	d.integer(&c.RingEntries, "ring-entries", hub.DefaultTailOptions.RingEntries, "transactions each stream's tail keeps (the ring is full at either bound); 0: no shared tail, every reader gets a VStream of its own")
 	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
+	d.integer(&c.SpoolEvents, "bridge-spool-events", 1_000_000, "events one reshard bridge may spool for a subscriber behind the cutover; past it the bridge fails (GET /v1/reshards) and the subscriber pins the old shards until it reads across the cutover itself")
+	d.integer(&c.SpoolBytes, "bridge-spool-bytes", 512<<20, "bytes one reshard bridge may spool (a spool is full at either bound)")
 	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
@@ -182,6 +192,21 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 func (c *Config) validate() error {
 	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
 		return configErr("--cursor-secret must be at least 16 bytes")
+	}
+	if c.StallTimeout < 0 {
+		return configErr("--stall-timeout must not be negative")
+	}
+	if c.StallTimeout > 0 && c.Heartbeat < time.Second {
+		return configErr("--stall-timeout needs vtgate heartbeats: --heartbeat of at least 1s (or --stall-timeout 0)")
+	}
+	if c.StallTimeout > 0 && c.StallTimeout < 3*c.Heartbeat.Truncate(time.Second) {
+		return configErr("--stall-timeout must be at least 3 heartbeat intervals (--heartbeat %v): a heartbeat delayed by a busy vtgate is not a stall", c.Heartbeat)
+	}
+	if c.PrimaryPoll < 0 {
+		return configErr("--primary-poll must not be negative")
+	}
+	if c.PrimaryPoll > 0 && c.PrimaryPoll < 100*time.Millisecond {
+		return configErr("--primary-poll must be at least 100ms (each poll is a query to vtgate)")
 	}
 	if c.StoreLossWindow < 0 {
 		return configErr("--store-loss-window must not be negative")
@@ -229,6 +254,8 @@ func (c *Config) validate() error {
 		return configErr("--read-ahead must be positive")
 	case c.RingBytes < 1 || c.RingEntries < 0 || c.TailIdle < 0:
 		return configErr("--ring-bytes must be positive, --ring-entries and --tail-idle not negative")
+	case c.SpoolEvents < 1 || c.SpoolBytes < 1:
+		return configErr("--bridge-spool-events and --bridge-spool-bytes must be positive")
 	case c.JWTCacheSize < 0 || c.JWTCacheTTL < 0:
 		return configErr("--jwt-cache-size and --jwt-cache-ttl must not be negative")
 	case c.MaxLimit < 1 || c.DefaultLimit < 1 || c.DefaultLimit > c.MaxLimit:

@@ -34,15 +34,23 @@ func TestConfigRefusesToStartWithoutAuth(t *testing.T) {
 		"bad origin":    {"--insecure-no-auth", "--cors-origins", "example.com"},
 		"tiny ws limit": {"--insecure-no-auth", "--ws-read-limit", "10"},
 		"limit order":   {"--insecure-no-auth", "--default-limit", "20", "--max-limit", "10"},
+		"stall < 0":     {"--insecure-no-auth", "--stall-timeout", "-1s"},
+		"stall w/o hb":  {"--insecure-no-auth", "--heartbeat", "0"},
+		"stall ≈ hb":    {"--insecure-no-auth", "--heartbeat", "5s", "--stall-timeout", "10s"},
+		"poll < 0":      {"--insecure-no-auth", "--primary-poll", "-1s"},
+		"poll tiny":     {"--insecure-no-auth", "--primary-poll", "10ms"},
 	} {
 		if _, err := ParseFlags(args, env()); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want a configuration error", name, err)
 		}
 	}
 	for name, args := range map[string][]string{
-		"insecure": {"--insecure-no-auth"},
-		"secret":   {"--jwt-secret", testSecret},
-		"jwks":     {"--jwks-url", "https://idp.example/jwks.json"},
+		"insecure":  {"--insecure-no-auth"},
+		"secret":    {"--jwt-secret", testSecret},
+		"jwks":      {"--jwks-url", "https://idp.example/jwks.json"},
+		"no stall":  {"--insecure-no-auth", "--heartbeat", "0", "--stall-timeout", "0"},
+		"stall 3hb": {"--insecure-no-auth", "--heartbeat", "2s", "--stall-timeout", "6s"},
+		"no poll":   {"--insecure-no-auth", "--primary-poll", "0"},
 	} {
 		if _, err := ParseFlags(args, env()); err != nil {
 			t.Errorf("%s: %v", name, err)

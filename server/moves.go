@@ -26,6 +26,10 @@ func (h hubMover) Sync(ctx context.Context, keyspace string, after time.Time) er
 	return h.m.Sync(ctx, keyspace, after)
 }
 
+func (h hubMover) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
+	return h.m.Completed(ctx, keyspace, tables)
+}
+
 func (h hubMover) Moves(ctx context.Context, stream string) ([]streams.Move, error) {
 	d, err := h.reg.Fresh(ctx, stream)
 	if err != nil {
@@ -78,5 +82,12 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 		s.log.Info("stream follows its tables to another keyspace", "stream", d.Name, "from", j.Keyspace, "to", j.TargetKeyspace,
 			"tables", j.Tables, "journal", j.Key)
 	}
+	// Named subscribers (and webhooks) behind the cutover are bridged
+	// while the source tables exist: `complete` drops them, perhaps a
+	// second after the switch.
+	if defs, err = s.streams.List(ctx); err != nil {
+		return err
+	}
+	s.hub.BridgeMoved(defs, j)
 	return nil
 }

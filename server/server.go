@@ -28,13 +28,15 @@ import (
 
 // Server is a running gateway.
 type Server struct {
-	cfg   *Config
-	log   *slog.Logger
-	store store.Store
-	src   *source.Client
-	hub   *hub.Hub
-	api   *handlers.API
-	http  *http.Server
+	// replica names this process in leases and in GET /v1/stats.
+	replica string
+	cfg     *Config
+	log     *slog.Logger
+	store   store.Store
+	src     *source.Client
+	hub     *hub.Hub
+	api     *handlers.API
+	http    *http.Server
 
 	authn   *Authenticator
 	limits  *Limiter
@@ -61,7 +63,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st}
+	s := &Server{cfg: cfg, log: log, store: st, replica: replicaID()}
 	ok := false
 	defer func() {
 		if !ok {
@@ -88,7 +90,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	journals := reshard.NewRegistry(st)
-	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat),
+	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat), source.WithStallTimeout(cfg.StallTimeout), source.WithPrimaryPoll(cfg.PrimaryPoll),
 		source.WithReadAhead(cfg.ReadAhead), source.WithJournalHook(journalRecorder(journals, s))}, vtOpts...)...)
 	if err != nil {
 		return nil, err
@@ -106,7 +108,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	s.journals, s.streams = journals, reg
 	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes)}
 	if cfg.Vtctld != "" {
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
 			return nil, err
@@ -114,7 +116,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		hubOpts = append(hubOpts, hub.WithMover(hubMover{m: s.mover, reg: reg}))
 	}
 	s.hub = hub.New(s.src, codec, st, hubOpts...)
-	s.watcher = reshard.NewWatcher(s.src, st, journals, replicaID(), servedKeyspaces(reg),
+	s.watcher = reshard.NewWatcher(s.src, st, journals, s.replica, servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal) {
 			defs, err := reg.List(ctx)
 			if err != nil {
@@ -134,6 +136,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		Ready:    s.ready,
 		Shutdown: s.closing,
 		History:  metrics.NewHistory(statsEvery, statsSpan),
+		Replica:  s.replica,
 		Topology: s.src.Topology,
 	}
 	if err := s.newWebhooks(cfg); err != nil {

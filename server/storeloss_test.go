@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,14 @@ func TestStoreLossRecovery(t *testing.T) {
 	if code, body := call("POST", "/v1/streams/fromfile/subscribers/alice/ack", `{"cursor":"`+tok+`"}`); code != 200 {
 		t.Fatalf("ack: %d %s", code, body)
 	}
+
+	// The guard's checks run every second; the loss report names the
+	// streams of the last check that found the store intact, so one must
+	// have seen the new stream before Redis goes.
+	redistest.WaitFor(t, 10*time.Second, "an intact check that knows the stream", func() bool {
+		p := s.streamsBefore.Load()
+		return p != nil && slices.Contains(*p, "fromapi")
+	})
 
 	// Redis restarts empty.
 	node.Kill()

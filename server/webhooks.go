@@ -46,7 +46,10 @@ func (s *Server) newWebhooks(cfg *Config) error {
 		}
 		return out, nil
 	}
-	s.wh.sup = svc.NewSupervisor(webhook.WithLeaseTTL(cfg.WebhookLeaseTTL), webhook.WithHolder(replicaID()))
+	// The console's webhook charts: this replica's numbers, sampled with
+	// the streams' (GET /v1/stats).
+	s.api.History.SetWebhooks(webhook.Live)
+	s.wh.sup = svc.NewSupervisor(webhook.WithLeaseTTL(cfg.WebhookLeaseTTL), webhook.WithHolder(s.replica))
 	return nil
 }
 

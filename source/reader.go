@@ -58,6 +58,12 @@ type Reader struct {
 	// (run's goroutine only): an attempt after a failure resumes before
 	// the transaction and skips them.
 	open int
+	// waitFrom is when the current wait for vtgate began: the last
+	// answer received, or the start of the attempt, or the reader's return
+	// from its consumer (run's goroutine only). An outage began then.
+	waitFrom time.Time
+	// track is what the primary watch sees of the reader (reparent.go).
+	track shardTrack
 }
 
 // Open starts streaming spec from position from. Failures are reported by
@@ -77,6 +83,7 @@ func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, 
 		o(&r.opts)
 	}
 	r.open = r.opts.skip
+	c.readers.add(r)
 	go r.run(ctx, from)
 	return r
 }
@@ -150,9 +157,20 @@ func (r *Reader) flags() *vtgatepb.VStreamFlags {
 	}
 }
 
+// stallTimeout is how long the reader waits for vtgate before it takes the
+// stream for stalled; 0 (off) when vtgate sends no heartbeats, since an
+// idle stream is then silent by design.
+func (r *Reader) stallTimeout() time.Duration {
+	if r.flags().HeartbeatInterval == 0 {
+		return 0
+	}
+	return r.c.opts.stallTimeout
+}
+
 func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 	defer close(r.done)
 	defer close(r.out)
+	defer r.c.readers.remove(r)
 	bo := &backoff.ExponentialBackOff{
 		InitialInterval:     100 * time.Millisecond,
 		RandomizationFactor: 0.3,
@@ -184,6 +202,11 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 			bo.Reset()
 		}
 		wait := bo.NextBackOff()
+		if errors.Is(err, ErrReparented) {
+			// Nothing failed: vtgate is asked again at once, and picks
+			// the shard's new primary.
+			wait = 0
+		}
 		r.lost(err, wait)
 		t := time.NewTimer(wait)
 		select {
@@ -197,20 +220,49 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 
 // attempt streams from pos until an error; it returns the position of the
 // last transaction delivered, whether any was, and whether a journal was seen.
+//
+// The stream has a context of its own, cancelled with a *StallError when
+// vtgate sends nothing for the stall timeout, or with a *ReparentError when
+// the primary of one of its shards changed (reparent.go); everything else
+// (schema lookups, the hand-over to the consumer) runs under ctx, so
+// neither can end more than a wait for vtgate, never a delivery half done.
 func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, bool, journalState, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	vs, err := r.c.conn.VStream(ctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watch := watchStall(r.stallTimeout(), cancel)
+	defer watch.stop()
+	r.track.begin(r.spec.Keyspace, pos, cancel)
+	defer r.track.end()
+	stalled := func(err error) error {
+		if cause := context.Cause(sctx); ctx.Err() == nil && (errors.Is(cause, ErrStalled) || errors.Is(cause, ErrReparented)) {
+			return cause
+		}
+		return err
+	}
+	r.waitFrom = time.Now()
+	watch.waiting(r.waitFrom)
+	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
 	if err != nil {
-		return pos, false, noJournal, err
+		watch.received()
+		return pos, false, noJournal, stalled(err)
 	}
 	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal, r.c.opts.chunkBytes, r.open)
 	progressed, journal := false, noJournal
-	for {
-		evs, err := vs.Recv()
-		if err != nil {
-			return asm.pos, progressed, journal, err
+	for first := true; ; first = false {
+		if !first {
+			r.waitFrom = time.Now()
+			watch.waiting(r.waitFrom)
 		}
+		evs, err := vs.Recv()
+		if !watch.received() {
+			// Whatever Recv returned came too late: the stream is
+			// cancelled. asm.pos is the last whole transaction.
+			return asm.pos, progressed, journal, stalled(err)
+		}
+		if err != nil {
+			return asm.pos, progressed, journal, stalled(err)
+		}
+		r.track.saw(evs)
 		if r.down != nil {
 			// vtgate streams again (its first answer on a resumed stream
 			// comes within a heartbeat interval).

@@ -97,6 +97,10 @@ type Client struct {
 	log    *slog.Logger
 	schema *schemaCache
 	opts   options
+	// readers are the open readers, which the primary watch notifies.
+	readers   readerSet
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 type options struct {
@@ -108,6 +112,8 @@ type options struct {
 	readAhead    int
 	chunkBytes   int
 	maxRetryWait time.Duration
+	stallTimeout time.Duration
+	primaryPoll  time.Duration
 	onJournal    JournalHook
 }
 
@@ -135,6 +141,19 @@ func WithTabletType(t topodatapb.TabletType) Option { return func(o *options) { 
 // WithHeartbeat sets how often vtgate sends a heartbeat on an idle stream.
 func WithHeartbeat(d time.Duration) Option { return func(o *options) { o.heartbeat = d } }
 
+// WithStallTimeout sets how long a VStream may stay silent — no event, not
+// even a heartbeat — before it is cancelled and reopened from its last
+// transaction (DESIGN §11 rule 5); 0 turns stall detection off. It only
+// applies with heartbeats on (WithHeartbeat of a second or more), and
+// should be several heartbeat intervals. Default DefaultStallTimeout.
+func WithStallTimeout(d time.Duration) Option { return func(o *options) { o.stallTimeout = d } }
+
+// DefaultStallTimeout is ten heartbeat intervals at the default heartbeat
+// of 1 s: long enough for a vtgate slowed by a busy host, short enough
+// that readers notice a dead network long before TCP would (its
+// retransmissions give up after about 15 minutes).
+const DefaultStallTimeout = 10 * time.Second
+
 // WithQueue sets how many transactions a reader buffers ahead of its consumer.
 func WithQueue(n int) Option { return func(o *options) { o.queueTxns = n } }
 
@@ -161,6 +180,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		queueTxns:    512,
 		readAhead:    4 << 20,
 		maxRetryWait: 5 * time.Second,
+		stallTimeout: DefaultStallTimeout,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -168,13 +188,21 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	if o.chunkBytes <= 0 {
 		o.chunkBytes = max(o.readAhead/4, 64<<10)
 	}
-	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait))
+	dialOpts := append(fastRecvOptions(), reconnectOptions(o.maxRetryWait), keepaliveOptions())
 	conn, err := vtgateconn.DialCustom(ctx, grpcvtgateconn.Dial(append(dialOpts, o.dialOpts...)...), addr)
 	if err != nil {
 		return nil, fmt.Errorf("source: dial vtgate %s: %w", addr, err)
 	}
 	c := &Client{conn: conn, addr: addr, log: o.logger, opts: o}
 	c.schema = newSchemaCache(conn)
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopWatch, c.watchDone = stop, make(chan struct{})
+	go func() {
+		defer close(c.watchDone)
+		if o.primaryPoll > 0 {
+			c.watchPrimaries(wctx, o.primaryPoll)
+		}
+	}()
 	return c, nil
 }
 
@@ -185,6 +213,15 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 // dials, leaving readers idle long after a vtgate restart. A dial to a
 // vtgate that is down costs one refused TCP connection: every 2 s at most
 // is cheap, and readers resume within 2 s of vtgate's return.
+//
+// A network that drops packets refuses nothing: a dial sends SYNs that
+// vanish, and the kernel spaces its retransmissions further and further
+// apart (1 s, 2 s, 4 s, 8 s…), so once the network heals a dial that has
+// been trying for long only succeeds at its next retransmission — seen 5.5
+// s after the heal with gRPC's default 20 s connect timeout. Giving up a
+// dial after connectTimeout and starting a fresh one keeps the SYNs at
+// most a few seconds apart. Connecting to vtgate, TLS included, takes
+// milliseconds where it works at all.
 func reconnectOptions(maxWait time.Duration) grpc.DialOption {
 	return grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff: grpcbackoff.Config{
@@ -193,12 +230,19 @@ func reconnectOptions(maxWait time.Duration) grpc.DialOption {
 			Jitter:     0.2,
 			MaxDelay:   min(2*time.Second, maxWait),
 		},
-		MinConnectTimeout: 20 * time.Second,
+		MinConnectTimeout: connectTimeout,
 	})
 }
 
-// Close closes the vtgate connection.
-func (c *Client) Close() { c.conn.Close() }
+// connectTimeout bounds one dial of vtgate (see reconnectOptions).
+const connectTimeout = 5 * time.Second
+
+// Close stops the primary watch and closes the vtgate connection.
+func (c *Client) Close() {
+	c.stopWatch()
+	<-c.watchDone
+	c.conn.Close()
+}
 
 // Conn exposes the vtgate connection for schema queries and health checks.
 func (c *Client) Conn() *vtgateconn.VTGateConn { return c.conn }

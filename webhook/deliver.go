@@ -98,7 +98,10 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 	// stream opens after it.
 	if rec := ss.target; rec != nil && len(rec.Body) > 0 {
 		if end, err := position.Unmarshal(rec.End); err == nil && !end.IsZero() {
-			b := &batch{id: rec.ID, start: ss.start, end: end.VGtid(), cursor: rec.Cursor, events: rec.Events, body: rec.Body}
+			// Its read time is gone with the earlier session; its first
+			// attempt is the earliest time known, so that its delivery
+			// latency is measured (from then) rather than not at all.
+			b := &batch{id: rec.ID, start: ss.start, end: end.VGtid(), cursor: rec.Cursor, events: rec.Events, body: rec.Body, firstRecv: rec.FirstAttemptAt}
 			ss.target = nil
 			if err := ss.deliver(ctx, b, rec); err != nil {
 				return progressed, err
@@ -165,6 +168,12 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 		id = ss.target.ID
 	}
 	b.finish(wh.ID, wh.Stream, id)
+	if b.firstRecv.IsZero() {
+		// Transactions replayed from a bridge spool, and the gateway's own
+		// notices, carry no read time: the batch's is when it was built,
+		// so that its delivery latency is still measured.
+		b.firstRecv = d.s.now()
+	}
 	d.s.metrics.setLag(wh.ID, b, d.s.now())
 	return b, nil
 }
@@ -248,6 +257,9 @@ func (ss *session) deliver(ctx context.Context, b *batch, rec *inflight) error {
 	if err := d.putInflight(ctx, rec); err != nil {
 		return err
 	}
+	first := d.wh.Load()
+	s.metrics.batchStarted(first.ID, first.Stream)
+	defer s.metrics.batchEnded(first.ID)
 	eb := s.backoff.schedule()
 	for {
 		wh := d.wh.Load()

@@ -2,9 +2,11 @@ package webhook
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 )
@@ -23,7 +25,10 @@ type Metrics struct {
 	requestDur *prometheus.HistogramVec // one POST
 	latency    *prometheus.HistogramVec // gateway read → receiver's 2xx
 	lag        *prometheus.GaugeVec     // age of the oldest unconfirmed commit
+	inflight   *prometheus.GaugeVec     // batches sent and not resolved yet
 	leases     prometheus.Gauge         // webhooks this replica delivers
+
+	streams sync.Map // webhook id → stream, for Live
 }
 
 // NewMetrics returns unregistered collectors.
@@ -54,6 +59,10 @@ func NewMetrics() *Metrics {
 			Name: "vsg_webhook_lag_seconds",
 			Help: "Age of the oldest commit the receiver has not confirmed yet (0 when caught up), by webhook; reported by the delivering replica.",
 		}, []string{"webhook"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vsg_webhook_batches_in_flight",
+			Help: "Webhook batches this replica has sent and not resolved yet (being posted, or waiting for a retry), by webhook.",
+		}, []string{"webhook"}),
 		leases: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vsg_webhook_leases_held",
 			Help: "Webhooks this replica currently delivers.",
@@ -65,7 +74,7 @@ var defaultMetrics = NewMetrics()
 
 // Collectors returns every collector, for registration.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.deliveries, m.events, m.failures, m.requestDur, m.latency, m.lag, m.leases}
+	return []prometheus.Collector{m.deliveries, m.events, m.failures, m.requestDur, m.latency, m.lag, m.inflight, m.leases}
 }
 
 // Register registers the collectors services use by default on reg
@@ -127,6 +136,54 @@ func (m *Metrics) setLag(id string, b *batch, now time.Time) {
 	m.lag.WithLabelValues(id).Set(max(lag, 0).Seconds())
 }
 
-// forget drops the gauge of a webhook this replica no longer delivers, so
+// forget drops the gauges of a webhook this replica no longer delivers, so
 // a stale value is not reported forever.
-func (m *Metrics) forget(id string) { m.lag.DeleteLabelValues(id) }
+func (m *Metrics) forget(id string) {
+	m.lag.DeleteLabelValues(id)
+	m.inflight.DeleteLabelValues(id)
+}
+
+// batchStarted and batchEnded bracket one batch's delivery (every attempt
+// and the waits between them).
+func (m *Metrics) batchStarted(id, stream string) {
+	m.streams.Store(id, stream)
+	m.inflight.WithLabelValues(id).Inc()
+}
+
+func (m *Metrics) batchEnded(id string) { m.inflight.WithLabelValues(id).Dec() }
+
+// Live returns this replica's numbers of every webhook it has delivered
+// batches of, by id: what the console's charts sample (metrics.History).
+func (m *Metrics) Live() map[string]metrics.WebhookLive {
+	out := map[string]metrics.WebhookLive{}
+	m.streams.Range(func(k, v any) bool {
+		out[k.(string)] = metrics.WebhookLive{Stream: v.(string)}
+		return true
+	})
+	update := func(id string, fn func(*metrics.WebhookLive)) {
+		if w, ok := out[id]; ok {
+			fn(&w)
+			out[id] = w
+		}
+	}
+	metrics.EachMetric(m.deliveries, func(l map[string]string, d *dto.Metric) {
+		if l["outcome"] == "delivered" {
+			update(l["webhook"], func(w *metrics.WebhookLive) { w.Delivered = d.GetCounter().GetValue() })
+		}
+	})
+	metrics.EachMetric(m.failures, func(l map[string]string, d *dto.Metric) {
+		update(l["webhook"], func(w *metrics.WebhookLive) { w.Failures += d.GetCounter().GetValue() })
+	})
+	metrics.EachMetric(m.latency, func(l map[string]string, d *dto.Metric) {
+		update(l["webhook"], func(w *metrics.WebhookLive) {
+			w.LatencySum, w.LatencyCount = d.GetHistogram().GetSampleSum(), float64(d.GetHistogram().GetSampleCount())
+		})
+	})
+	metrics.EachMetric(m.inflight, func(l map[string]string, d *dto.Metric) {
+		update(l["webhook"], func(w *metrics.WebhookLive) { w.InFlight = int(d.GetGauge().GetValue()) })
+	})
+	return out
+}
+
+// Live is Metrics.Live of the collectors services use by default.
+func Live() map[string]metrics.WebhookLive { return defaultMetrics.Live() }

@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +87,7 @@ type Server struct {
 	results map[string]*sqltypes.Result // by normalized SQL
 	errs    map[string]error            // by normalized SQL, before results
 	queries []Query
+	topo    map[string][2][]string // keyspace -> serving, readable shards
 }
 
 // Query is one Execute the server received.
@@ -290,20 +293,37 @@ func (s *Server) Execute(_ context.Context, req *vtgatepb.ExecuteRequest) (*vtga
 }
 
 // SetTopology answers SHOW VITESS_SHARDS and SHOW VITESS_TABLETS for one
-// keyspace: serving shards are in the serving graph with a primary;
-// readable shards (resharded away, not yet deleted) only have a primary.
-// Shards in neither are deleted.
+// keyspace (other keyspaces keep theirs): serving shards are in the
+// serving graph with a primary; readable shards (resharded away, not yet
+// deleted) only have a primary. Shards in neither are deleted.
 func (s *Server) SetTopology(keyspace string, serving, readable []string) {
+	s.mu.Lock()
+	if s.topo == nil {
+		s.topo = map[string][2][]string{}
+	}
+	s.topo[keyspace] = [2][]string{serving, readable}
+	keyspaces := make([]string, 0, len(s.topo))
+	for k := range s.topo {
+		keyspaces = append(keyspaces, k)
+	}
+	topo := maps.Clone(s.topo)
+	s.mu.Unlock()
+	sort.Strings(keyspaces)
 	shards := sqltypes.MakeTestResult(sqltypes.MakeTestFields("Shards", "varchar"))
 	tablets := sqltypes.MakeTestResult(sqltypes.MakeTestFields(
 		"Cell|Keyspace|Shard|TabletType|State|Alias|Hostname|PrimaryTermStartTime",
 		"varchar|varchar|varchar|varchar|varchar|varchar|varchar|varchar"))
-	for i, sh := range append(append([]string{}, serving...), readable...) {
-		if i < len(serving) {
-			shards.Rows = append(shards.Rows, []sqltypes.Value{sqltypes.NewVarChar(keyspace + "/" + sh)})
+	uid := 100
+	for _, ks := range keyspaces {
+		serving, readable := topo[ks][0], topo[ks][1]
+		for i, sh := range append(append([]string{}, serving...), readable...) {
+			if i < len(serving) {
+				shards.Rows = append(shards.Rows, []sqltypes.Value{sqltypes.NewVarChar(ks + "/" + sh)})
+			}
+			tablets.Rows = append(tablets.Rows, sqltypes.MakeTestResult(tablets.Fields, fmt.Sprintf(
+				"zone1|%s|%s|PRIMARY|SERVING|zone1-%010d|localhost|2024-01-01T00:00:00Z", ks, sh, uid)).Rows...)
+			uid++
 		}
-		tablets.Rows = append(tablets.Rows, sqltypes.MakeTestResult(tablets.Fields, fmt.Sprintf(
-			"zone1|%s|%s|PRIMARY|SERVING|zone1-%010d|localhost|2024-01-01T00:00:00Z", keyspace, sh, 100+i)).Rows...)
 	}
 	s.SetResult("show vitess_shards", shards)
 	s.SetResult("show vitess_tablets", tablets)
@@ -313,4 +333,40 @@ func (s *Server) SetTopology(keyspace string, serving, readable []string) {
 func (s *Server) SetCreateTable(table, ddl string) {
 	s.SetResult("show create table `"+table+"`", sqltypes.MakeTestResult(
 		sqltypes.MakeTestFields("Table|Create Table", "varchar|varchar"), table+"|"+ddl))
+}
+
+// Tablet is one row of SHOW VITESS_TABLETS.
+type Tablet struct {
+	Keyspace, Shard string
+	// Type is the tablet type vtgate's health check reports (PRIMARY when
+	// empty); State SERVING when empty.
+	Type, State string
+	Alias       string
+	// TermStart is the primary term start (whole seconds, UTC, as vtgate
+	// prints it); zero prints as empty.
+	TermStart time.Time
+}
+
+// SetTablets answers SHOW VITESS_TABLETS with tablets, replacing what
+// SetTopology set: a test changes a shard's primary with it.
+func (s *Server) SetTablets(tablets ...Tablet) {
+	res := sqltypes.MakeTestResult(sqltypes.MakeTestFields(
+		"Cell|Keyspace|Shard|TabletType|State|Alias|Hostname|PrimaryTermStartTime",
+		"varchar|varchar|varchar|varchar|varchar|varchar|varchar|varchar"))
+	for _, t := range tablets {
+		typ, state, term := t.Type, t.State, ""
+		if typ == "" {
+			typ = "PRIMARY"
+		}
+		if state == "" {
+			state = "SERVING"
+		}
+		if !t.TermStart.IsZero() {
+			term = t.TermStart.UTC().Format(time.RFC3339)
+		}
+		res.Rows = append(res.Rows, []sqltypes.Value{sqltypes.NewVarChar("zone1"), sqltypes.NewVarChar(t.Keyspace),
+			sqltypes.NewVarChar(t.Shard), sqltypes.NewVarChar(typ), sqltypes.NewVarChar(state), sqltypes.NewVarChar(t.Alias),
+			sqltypes.NewVarChar("localhost"), sqltypes.NewVarChar(term)})
+	}
+	s.SetResult("show vitess_tablets", res)
 }

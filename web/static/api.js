@@ -126,3 +126,23 @@ export function confirmButton(label, question, action) {
   wrap.append(b);
   return wrap;
 }
+
+// keepFocus re-renders box with fn and puts the keyboard focus back on the
+// same control (found by its data- attributes and text): a view that
+// refreshes every few seconds must not throw a keyboard user back to the
+// top of the page.
+export function keepFocus(box, fn) {
+  const a = document.activeElement;
+  let key = null;
+  if (a && a !== document.body && box.contains(a)) {
+    const holder = a.closest('[data-webhook], [data-subscriber], [data-seq], [data-stream]');
+    key = { holder: holder ? [...holder.attributes].filter((x) => x.name.startsWith('data-')).map((x) => `[${x.name}="${CSS.escape(x.value)}"]`).join('') : '',
+      tag: a.tagName, action: a.dataset.action || '', text: a.textContent };
+  }
+  fn();
+  if (!key) return;
+  const scope = key.holder ? box.querySelector(key.holder) : box;
+  if (!scope) return;
+  const same = [...scope.querySelectorAll(key.tag)].find((n) => (key.action ? n.dataset.action === key.action : n.textContent === key.text));
+  if (same) same.focus();
+}

@@ -344,6 +344,7 @@ function notice(kind, text) {
   const close = el('button', '', '×');
   close.type = 'button';
   close.title = 'Dismiss';
+  close.setAttribute('aria-label', 'Dismiss');
   close.onclick = () => n.remove();
   // Upstream errors can be long: show the start, keep the rest in the tooltip.
   const span = el('span', '', text.length > 300 ? `${text.slice(0, 299)}…` : text);
@@ -413,7 +414,7 @@ $('reset').addEventListener('click', () => {
     : 'Cursor forgotten: reading from where the stream starts.');
   if (st.stream) connect();
 });
-$('cursor').addEventListener('click', () => {
+$('cursor-copy').addEventListener('click', () => {
   if (st.cursor && navigator.clipboard) navigator.clipboard.writeText(st.cursor).catch(() => {});
 });
 

@@ -1,7 +1,7 @@
 // The overview: every stream with its shards, readers by transport,
 // events per second in and out, its tail's position and ring fill, and
 // charts of the last 15 minutes — all from GET /v1/stats.
-import { $, el, getJSON, gtid, num, bytes } from './api.js';
+import { $, el, getJSON, gtid, num, bytes, keepFocus } from './api.js';
 import { chart } from './charts.js';
 
 let timer = 0;
@@ -12,7 +12,7 @@ export function showOverview(onStats) {
     try {
       const s = await getJSON('v1/stats');
       onStats(s);
-      render(s);
+      keepFocus($('overview-streams'), () => render(s));
       $('overview-error').hidden = true;
       timer = setTimeout(tick, Math.max(2, s.interval_seconds || 5) * 1000);
     } catch (e) {
@@ -31,6 +31,7 @@ function render(s) {
   const list = $('overview-streams');
   $('overview-empty').hidden = s.streams.length > 0;
   $('overview-note').textContent = s.shards_error ? `vtgate's shards are unknown: ${s.shards_error}` : '';
+  $('overview-replica').textContent = s.replica ? ` (replica ${s.replica})` : '';
   const seen = new Set();
   for (const st of s.streams) {
     seen.add(st.name);
@@ -61,12 +62,22 @@ function fill(card, st) {
   }
 
   const nums = el('dl', 'nums');
-  const add = (k, v, cls = '') => { nums.append(el('dt', '', k)); const d = el('dd', cls, v); nums.append(d); return d; };
-  add('in', `${num(st.events_in_per_s)}/s`).dataset.k = 'in';
-  add('out', `${num(st.events_out_per_s)}/s`).dataset.k = 'out';
-  for (const t of ['ws', 'sse', 'pull']) add({ ws: 'WebSocket', sse: 'SSE', pull: 'pull' }[t], String(st.readers[t] || 0)).dataset.k = `readers-${t}`;
-  if (st.webhooks !== undefined) add('webhooks', String(st.webhooks)).dataset.k = 'webhooks';
-
+  const add = (k, v, key, title) => {
+    const t = el('dt', '', k);
+    const d = el('dd', '', v);
+    d.dataset.k = key;
+    if (title) t.title = d.title = title;
+    nums.append(t, d);
+  };
+  add('events in', `${num(st.events_in_per_s)}/s`, 'in', 'events read from vtgate per second, by this replica');
+  add('events out', `${num(st.events_out_per_s)}/s`, 'out', 'events sent to readers per second, by this replica');
+  for (const t of ['ws', 'sse', 'pull']) {
+    add(`${{ ws: 'WebSocket', sse: 'SSE', pull: 'pull' }[t]} readers`, String(st.readers[t] || 0), `readers-${t}`, 'connected to this replica');
+  }
+  if (st.webhooks !== undefined) add('webhooks', String(st.webhooks), 'webhooks', 'webhooks defined on the stream (all replicas)');
+  if (st.webhooks_in_flight !== undefined) {
+    add('webhook batches in flight', String(st.webhooks_in_flight), 'webhooks-in-flight', 'batches this replica has sent and not resolved yet (being posted or waiting for a retry)');
+  }
   const tail = el('div', 'tail');
   if (!st.tail) {
     tail.append(el('span', 'muted', 'no tail running on this replica (it starts with the first reader)'));

@@ -1,6 +1,8 @@
 // Reshards (admin): a timeline of every journal the gateway recorded,
 // newest first, with its bridges, the subscribers still pinning the old
 // shards, and the safe_to_complete verdict in large type (GET /v1/reshards).
+// A MoveTables cutover listed there (a migration type, a target keyspace,
+// tables) is drawn the same way, from whichever of those fields it has.
 import { $, el, ago, bytes, getJSON, num } from './api.js';
 
 let timer = 0;
@@ -32,7 +34,14 @@ function render(list) {
     verdict.dataset.safe = String(r.safe_to_complete);
     const when = el('time', 'muted', `${ago(r.seen_at)} · ${new Date(r.seen_at).toLocaleString()}`);
     when.dateTime = r.seen_at;
-    const head = el('h2', '', `${r.keyspace}: ${r.from.join(', ')} → ${r.to.join(', ')}`);
+    const kind = migrationKind(r);
+    item.dataset.kind = kind;
+    const target = r.target_keyspace || r.to_keyspace || '';
+    const head = el('h2');
+    head.append(el('span', `kind ${kind}`, kind === 'reshard' ? 'Reshard' : (kind === 'movetables' ? 'MoveTables' : kind)), ' ',
+      target && target !== r.keyspace
+        ? `${r.keyspace} → ${target}${r.tables && r.tables.length ? `: ${r.tables.join(', ')}` : ''}`
+        : `${r.keyspace}: ${r.from.join(', ')} → ${r.to.join(', ')}`);
     const meta = el('p', 'muted', `journal ${r.id}${r.complete ? '' : ' · not every old shard has reported its journal yet'}`);
     item.append(when, head, verdict, meta);
 
@@ -40,6 +49,8 @@ function render(list) {
     bt.innerHTML = '<caption>Bridges</caption><thead><tr><th>stream</th><th>subscriber</th><th>state</th><th>events</th><th>bytes</th><th>error</th></tr></thead><tbody></tbody>';
     for (const b of r.bridges) {
       const tr = el('tr');
+      tr.dataset.subscriber = b.subscriber;
+      tr.dataset.state = b.state;
       tr.append(el('td', '', b.stream), el('td', '', b.subscriber), el('td', `state ${b.state}`, b.state),
         el('td', '', num(b.events, 0)), el('td', '', bytes(b.bytes)), el('td', 'err', b.error || ''));
       bt.tBodies[0].append(tr);
@@ -68,4 +79,13 @@ function row(text, span) {
   td.colSpan = span;
   tr.append(td);
   return tr;
+}
+
+// migrationKind names what a journal records: a reshard, or a MoveTables
+// cutover (whatever field the API uses for it: type, migration_type, kind).
+function migrationKind(r) {
+  const t = String(r.type || r.migration_type || r.kind || '').toLowerCase();
+  if (!t || t === 'shards' || t === 'reshard') return 'reshard';
+  if (t === 'tables' || t === 'movetables' || t === 'move_tables') return 'movetables';
+  return t;
 }

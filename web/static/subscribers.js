@@ -1,6 +1,6 @@
 // A stream's named subscribers (admin): the stored cursor decoded per
 // shard, lag behind the head per shard, last ack, connected or not; delete.
-import { $, el, ago, gtid, request, getJSON, confirmButton } from './api.js';
+import { $, el, ago, gtid, request, getJSON, confirmButton, keepFocus } from './api.js';
 
 let stream = '';
 let timer = 0;
@@ -19,7 +19,7 @@ async function refresh() {
   const name = stream;
   try {
     const b = await getJSON(`v1/streams/${encodeURIComponent(name)}/subscribers`);
-    if (name === stream) render(b.subscribers);
+    if (name === stream) keepFocus($('subscriber-list'), () => render(b.subscribers));
     $('subscribers-error').textContent = '';
   } catch (e) {
     $('subscribers-error').textContent = `Cannot list subscribers: ${e.message}`;
@@ -28,6 +28,8 @@ async function refresh() {
 }
 
 function render(list) {
+  // Keep a row whose deletion awaits confirmation as it is.
+  if ($('subscriber-list').querySelector('.confirm')) return;
   const body = $('subscriber-list').tBodies[0];
   body.replaceChildren();
   $('subscribers-empty').hidden = list.length > 0;

@@ -108,16 +108,28 @@ func (c *Cluster) byAddr(addr string) *Node {
 }
 
 // Primary returns the node serving key's slot and its replica, as the
-// first node sees them.
+// first node sees them. Right after a failover that view may still lack
+// the demoted primary's new place (gossip takes a moment after every node
+// reports itself healthy), so it waits for a view with both.
 func (c *Cluster) Primary(tb testing.TB, key string) (primary, replica *Node) {
 	tb.Helper()
 	slot, err := c.Nodes[0].Client(tb).ClusterKeySlot(context.Background(), key).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	WaitFor(tb, 30*time.Second, fmt.Sprintf("a primary with a replica for slot %d of %q", slot, key), func() bool {
+		primary, replica = c.servedBy(tb, int(slot))
+		return primary != nil && replica != nil
+	})
+	return primary, replica
+}
+
+// servedBy is the primary of slot and a replica of it in the first node's
+// view, either nil when that view has none.
+func (c *Cluster) servedBy(tb testing.TB, slot int) (primary, replica *Node) {
 	nodes := c.topology(tb, c.Nodes[0])
 	for _, p := range nodes {
-		if !p.primary || !serves(p, int(slot)) {
+		if !p.primary || !serves(p, slot) {
 			continue
 		}
 		primary = c.byAddr(p.addr)
@@ -126,9 +138,6 @@ func (c *Cluster) Primary(tb testing.TB, key string) (primary, replica *Node) {
 				replica = c.byAddr(r.addr)
 			}
 		}
-	}
-	if primary == nil || replica == nil {
-		tb.Fatalf("no primary with a replica for slot %d of %q", slot, key)
 	}
 	return primary, replica
 }

@@ -1,0 +1,56 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// ResyncTablesMoved: the cursor is behind a MoveTables cutover whose
+// workflow is completed; the events between it and the cutover were in
+// the dropped source tables (DESIGN §4.1).
+const ResyncTablesMoved = "tables_moved"
+
+// behindCompletedMove finds the recorded move out of pos's keyspace that
+// pos is behind on some source shard, when its workflow is completed:
+// nothing can read the source up to the cutover any more. missing names
+// the source shards pos is behind on ("keyspace/shard").
+func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (mv *streams.Move, missing []string, err error) {
+	if h.mover == nil || !position.Of(pos).Concrete() {
+		return nil, nil, nil
+	}
+	ks := keyspaceOf(pos, def.Keyspace)
+	moves, err := h.mover.Moves(ctx, def.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load the stream's moves: %w", err)
+	}
+	at := position.Of(pos)
+	for i := range moves {
+		m := &moves[i]
+		if m.From != ks {
+			continue
+		}
+		missing = nil
+		for _, l := range moveLocal(m).Shards() {
+			if c, ok := at.Lookup(ks, l.Shard); !ok || !c.Covers(l) {
+				missing = append(missing, ks+"/"+l.Shard)
+			}
+		}
+		if len(missing) == 0 {
+			continue // at or past this cutover: movingSource crosses it at once
+		}
+		done, err := h.mover.Completed(ctx, ks, m.Tables)
+		if err != nil {
+			return nil, nil, fmt.Errorf("is the MoveTables workflow completed: %w", err)
+		}
+		if !done {
+			return nil, nil, nil // the source still has the tables: read up to the cutover
+		}
+		return m, missing, nil
+	}
+	return nil, nil, nil
+}
