@@ -98,6 +98,7 @@ type txnLedger struct {
 	cursors   int    // cursors seen on row events
 	dropped   int    // pending events dropped at reconnects (a transaction broken off)
 	restarts  int
+	why       []string // why each connection ended, for a failure's message
 	err       error
 }
 
@@ -118,8 +119,10 @@ func (l *txnLedger) commit(cursor string) {
 }
 
 // reset drops what no cursor covers: the reader resumes from its last one.
-func (l *txnLedger) reset() {
+// cause is why the connection ended.
+func (l *txnLedger) reset(cause error) {
 	l.mu.Lock()
+	l.why = append(l.why, fmt.Sprint(cause))
 	l.dropped += len(l.pending)
 	l.pending = l.pending[:0]
 	l.restarts++
@@ -212,13 +215,12 @@ func (e *bigEvent) id() (int64, bool) {
 // reconnecting (from the stored cursor) whenever the connection drops,
 // and acking every cursor that ends a transaction.
 func runWS(ctx context.Context, url func() string, stream, sub string, l *txnLedger) {
-	first := true
-	for ctx.Err() == nil {
+	var err error
+	for first := true; ctx.Err() == nil; first = false {
 		if !first {
-			l.reset()
+			l.reset(err)
 		}
-		first = false
-		err := readWS(ctx, url(), stream, sub, l)
+		err = readWS(ctx, url(), stream, sub, l)
 		if ctx.Err() == nil {
 			retryPause(ctx, err)
 		}
@@ -260,13 +262,12 @@ func readWS(ctx context.Context, base, stream, sub string, l *txnLedger) error {
 // runSSE reads stream over SSE as subscriber, reconnecting with the id of
 // the last transaction end as Last-Event-ID (the browser's behaviour).
 func runSSE(ctx context.Context, url func() string, stream, sub string, l *txnLedger) {
-	first := true
-	for ctx.Err() == nil {
+	var err error
+	for first := true; ctx.Err() == nil; first = false {
 		if !first {
-			l.reset()
+			l.reset(err)
 		}
-		first = false
-		err := readSSE(ctx, url(), stream, sub, l)
+		err = readSSE(ctx, url(), stream, sub, l)
 		if ctx.Err() == nil {
 			retryPause(ctx, err)
 		}

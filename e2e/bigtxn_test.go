@@ -226,7 +226,7 @@ func TestHugeTransactionUnderMemoryLimit(t *testing.T) {
 	for _, l := range []*txnLedger{r.ws, r.sse, r.wh} {
 		// Three transactions, three cursors: none inside the big one.
 		if l.cursors != 3 || l.restarts != 0 {
-			t.Errorf("%s: %d cursors, %d restarts; want 3 and 0", l.name, l.cursors, l.restarts)
+			t.Errorf("%s: %d cursors, %d restarts (%v); want 3 and 0", l.name, l.cursors, l.restarts, l.why)
 		}
 	}
 	repeated, parts, maxBody := r.recv.repeatedIDs()
