@@ -175,8 +175,31 @@ func (ws *wsSession) run() {
 		}
 	}()
 	go ws.readLoop()
+	defer ws.watchWrites()()
 	ws.startProducer(nil)
 	ws.writeLoop()
+}
+
+// watchWrites makes a data write that blocks for --ws-slow-after end the
+// session as a slow consumer, as a queue full for that long does. While
+// the producer runs, a client that stops reading fills the queue; while
+// the subscription is parked nothing does, and the writer would wait on
+// the socket for good. The write itself goes on: once the session is
+// cancelled it has wsGiveUp more to finish, and the final message follows
+// on a healthy connection. It returns the watchdog's stop.
+func (ws *wsSession) watchWrites() (stop func()) {
+	if ws.a.Limits.WSSlowAfter <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(time.Hour, func() {
+		ws.closeWith(DisconnectSlow)
+		ws.cancel()
+	})
+	t.Stop()
+	ws.conn.mu.Lock()
+	ws.conn.stalled, ws.conn.stallAfter = t, ws.a.Limits.WSSlowAfter
+	ws.conn.mu.Unlock()
+	return func() { t.Stop() }
 }
 
 // readLoop reads the client's messages: acks, stored for a named
@@ -310,6 +333,9 @@ func (ws *wsSession) writeLoop() {
 			}
 			if err != nil {
 				return
+			}
+			if m.txn != nil && len(m.txn.Events) > 0 {
+				metrics.WSWritten(m.txn.Received)
 			}
 			if m.cursor != "" {
 				ws.written.Store(&m.cursor)
