@@ -175,8 +175,31 @@ func (ws *wsSession) run() {
 		}
 	}()
 	go ws.readLoop()
+	defer ws.watchWrites()()
 	ws.startProducer(nil)
 	ws.writeLoop()
+}
+
+// watchWrites makes a data write that blocks for --ws-slow-after end the
+// session as a slow consumer, as a queue full for that long does. While
+// the producer runs, a client that stops reading fills the queue; while
+// the subscription is parked nothing does, and the writer would wait on
+// the socket for good. The write itself goes on: once the session is
+// cancelled it has wsGiveUp more to finish, and the final message follows
+// on a healthy connection. It returns the watchdog's stop.
+func (ws *wsSession) watchWrites() (stop func()) {
+	if ws.a.Limits.WSSlowAfter <= 0 {
+		return func() {}
+	}
+	t := time.AfterFunc(time.Hour, func() {
+		ws.closeWith(DisconnectSlow)
+		ws.cancel()
+	})
+	t.Stop()
+	ws.conn.mu.Lock()
+	ws.conn.stalled, ws.conn.stallAfter = t, ws.a.Limits.WSSlowAfter
+	ws.conn.mu.Unlock()
+	return func() { t.Stop() }
 }
 
 // readLoop reads the client's messages: acks, stored for a named
@@ -284,35 +307,44 @@ func (ws *wsSession) writeLoop() {
 		case <-park.heartbeat():
 			ws.parkedHeartbeat(&park)
 		case <-queue.ready:
-			// One item per turn, so that a close or a shutdown is seen
-			// between the messages of a backlog.
-			m, ok := queue.pop()
-			if !ok {
-				continue
+			// A burst of items per turn, not one: a select over every
+			// case costs more than writing a small message. A close or a
+			// shutdown is still seen between two messages (stopping).
+			for range wsBurst {
+				m, ok := queue.pop()
+				if !ok {
+					break
+				}
+				var err error
+				if m.txn != nil {
+					if buf == nil {
+						buf = takeEncodeBuf()
+					}
+					buf, err = writeTxn(conn, m.txn, ws.batch, buf)
+				} else {
+					err = conn.text(m.data)
+				}
+				ws.queued.Release(m.weight)
+				if err == nil && queue.len() == 0 {
+					err = conn.flush()
+					putEncodeBuf(buf)
+					buf = nil
+				}
+				if err != nil {
+					return
+				}
+				if m.txn != nil && len(m.txn.Events) > 0 {
+					metrics.WSWritten(m.txn.Received)
+				}
+				if m.cursor != "" {
+					ws.written.Store(&m.cursor)
+				}
+				if ws.stopping() {
+					break
+				}
 			}
 			if queue.len() > 0 {
 				signal(queue.ready)
-			}
-			var err error
-			if m.txn != nil {
-				if buf == nil {
-					buf = takeEncodeBuf()
-				}
-				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
-			} else {
-				err = conn.text(m.data)
-			}
-			ws.queued.Release(m.weight)
-			if err == nil && queue.len() == 0 {
-				err = conn.flush()
-				putEncodeBuf(buf)
-				buf = nil
-			}
-			if err != nil {
-				return
-			}
-			if m.cursor != "" {
-				ws.written.Store(&m.cursor)
 			}
 		case d := <-ws.closing:
 			ws.finalClose(d)
@@ -353,6 +385,27 @@ func putEncodeBuf(buf []byte) {
 	}
 	buf = buf[:0]
 	encodePool.Put(&buf)
+}
+
+// wsBurst bounds the queued messages the writer sends per turn of its
+// loop.
+const wsBurst = 64
+
+// stopping reports, without waiting, whether the writer has something
+// more urgent than the next message: a reason to close, a shutdown, or the
+// session's end.
+func (ws *wsSession) stopping() bool {
+	if len(ws.closing) > 0 {
+		return true
+	}
+	select {
+	case <-ws.ctx.Done():
+		return true
+	case <-ws.a.Shutdown:
+		return true
+	default:
+		return false
+	}
 }
 
 // wsGiveUp is how long writes may still take once a WebSocket is done for.

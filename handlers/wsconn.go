@@ -41,6 +41,22 @@ type wsConn struct {
 	// library message that may span Writes is the final disconnect
 	// message, after which nothing is sent anyway.
 	closeSent bool
+	// stalled, when set, is armed for the length of every data write:
+	// it fires when one blocks for longer than it allows (the session's
+	// slow-consumer watchdog, see wsSession.watchWrites).
+	stalled    *time.Timer
+	stallAfter time.Duration
+}
+
+// armed runs write under the stall watchdog, if there is one.
+func (c *wsConn) armed(write func() error) error {
+	if c.stalled == nil {
+		return write()
+	}
+	c.stalled.Reset(c.stallAfter)
+	err := write()
+	c.stalled.Stop()
+	return err
 }
 
 // wsFlushAt bounds the buffer: past it a burst goes out at once.
@@ -106,7 +122,7 @@ func (c *wsConn) text(payload []byte) error {
 		// and it go out in one writev (which consumes the slice header
 		// it is given, not c.buf).
 		bufs := net.Buffers{c.buf, payload}
-		_, err := bufs.WriteTo(c.Conn)
+		err := c.armed(func() error { _, err := bufs.WriteTo(c.Conn); return err })
 		c.buf = c.buf[:0]
 		c.releaseBuf()
 		return err
@@ -130,7 +146,7 @@ func (c *wsConn) flushLocked() error {
 		c.releaseBuf()
 		return nil
 	}
-	_, err := c.Conn.Write(c.buf)
+	err := c.armed(func() error { _, err := c.Conn.Write(c.buf); return err })
 	c.buf = c.buf[:0]
 	c.releaseBuf()
 	return err
