@@ -11,3 +11,8 @@ func init() { Registry.MustRegister(streamPartialMoves) }
 
 // StreamPartialMove counts one cutover that moved part of stream's tables.
 func StreamPartialMove(stream string) { streamPartialMoves.WithLabelValues(stream).Inc() }
+
+// StreamPartialMovesCounter is stream's counter (tests read it).
+func StreamPartialMovesCounter(stream string) prometheus.Counter {
+	return streamPartialMoves.WithLabelValues(stream)
+}
