@@ -16,6 +16,7 @@ const (
 	TypeChange           Type = "change"
 	TypeReshard          Type = "reshard"
 	TypeMoved            Type = "moved"
+	TypeBlocked          Type = "blocked"
 	TypeResync           Type = "resync"
 	TypeSnapshotComplete Type = "snapshot_complete"
 	TypeDDL              Type = "ddl"

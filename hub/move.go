@@ -38,6 +38,9 @@ type Mover interface {
 	// `after` is done and any cutover it found is recorded in the streams'
 	// definitions.
 	Sync(ctx context.Context, keyspace string, after time.Time) error
+	// Blocked returns why the stream cannot follow its tables, nil when
+	// nothing blocks it (stored, not cached).
+	Blocked(ctx context.Context, stream string) (*streams.Block, error)
 	// Moves returns the moves the stream has followed (stored, not cached).
 	Moves(ctx context.Context, stream string) ([]streams.Move, error)
 	// Completed reports whether the workflow that moved tables out of
@@ -74,14 +77,19 @@ type movingSource struct {
 	ctx    context.Context // the readers' context, cancelled by Close
 	cancel context.CancelFunc
 	opts   []source.ReadOption // for the first VStream only (resuming inside a transaction)
+	// block is a partial move ahead of the reader; blockSaid the journal
+	// of the last one announced (moveblock.go).
+	block     *streams.Block
+	blockSaid string
 }
 
 // lookup is a look-up of the move to cross, in the background: TryNext
 // must never wait for vtctld or the store.
 type lookup struct {
-	done chan struct{}
-	mv   *streams.Move
-	err  error
+	done  chan struct{}
+	mv    *streams.Move
+	block *streams.Block
+	err   error
 }
 
 // openStream returns the VStream of def from pos: a movingSource when the
@@ -208,7 +216,10 @@ func (m *movingSource) startLookup(gate bool, after, rulesAfter time.Time) {
 				return
 			}
 		}
-		l.mv, l.err = m.applicable(m.ctx, ks, entry)
+		if l.mv, l.err = m.applicable(m.ctx, ks, entry); l.err != nil {
+			return
+		}
+		l.block, l.err = m.applicableBlock(m.ctx, ks, entry)
 	}()
 }
 
@@ -230,6 +241,9 @@ func (m *movingSource) awaitLookup(ctx context.Context, block bool) (*streams.Mo
 		}
 	}
 	m.look = nil
+	if l.err == nil && l.block != nil {
+		m.block = l.block
+	}
 	return l.mv, l.err
 }
 
@@ -328,6 +342,7 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 				continue
 			}
 			m.pos = txn.VGtid
+			m.announceBlock()
 			return txn, nil
 		}
 		if m.crossed() {
@@ -385,6 +400,7 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 			continue
 		}
 		m.pos = txn.VGtid
+		m.announceBlock()
 		return txn, nil
 	}
 }

@@ -23,6 +23,7 @@ func (m oneMove) Fresh(context.Context, time.Time) error        { return nil }
 func (m oneMove) Completed(context.Context, string, []string) (bool, error) {
 	return false, nil
 }
+func (m oneMove) Blocked(context.Context, string) (*streams.Block, error) { return nil, nil }
 func (m oneMove) Moves(context.Context, string) ([]streams.Move, error) {
 	return []streams.Move{m.mv}, nil
 }

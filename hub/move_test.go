@@ -44,6 +44,7 @@ type fakeMover struct {
 	mu      sync.Mutex
 	pending bool
 	moves   []streams.Move
+	block   *streams.Block
 	syncs   []time.Time
 	release chan func()
 	// completed: the workflow is completed (the source tables dropped).
@@ -92,6 +93,12 @@ func (f *fakeMover) Completed(context.Context, string, []string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.completed, nil
+}
+
+func (f *fakeMover) Blocked(context.Context, string) (*streams.Block, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.block, nil
 }
 
 func (f *fakeMover) Moves(context.Context, string) ([]streams.Move, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -28,6 +29,14 @@ func (h hubMover) Fresh(ctx context.Context, after time.Time) error {
 
 func (h hubMover) Sync(ctx context.Context, keyspace string, after time.Time) error {
 	return h.m.Sync(ctx, keyspace, after)
+}
+
+func (h hubMover) Blocked(ctx context.Context, stream string) (*streams.Block, error) {
+	d, err := h.reg.Fresh(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return d.Blocked, nil
 }
 
 func (h hubMover) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
@@ -67,8 +76,9 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 		}
 		follows, partial := d.Follows(j.Keyspace, j.Tables)
 		if partial {
-			s.log.Error("MoveTables moved only some of a stream's tables; the stream cannot follow them and reads its keyspace as before",
-				"stream", d.Name, "keyspace", j.Keyspace, "moved", j.Tables, "to", j.TargetKeyspace, "stream_tables", d.TableNames())
+			if err := s.blockPartial(ctx, d, j); err != nil {
+				return err
+			}
 			continue
 		}
 		if !follows {
@@ -93,5 +103,23 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 		return err
 	}
 	s.hub.BridgeMoved(defs, j)
+	return nil
+}
+
+// blockPartial records that MoveTables moved only some of d's tables: d
+// cannot follow them (one stream reads one keyspace) and keeps reading its
+// keyspace. Said to everyone, not only in the log: the definition shows
+// `blocked`, its readers get a `blocked` event once, and a metric counts it.
+func (s *Server) blockPartial(ctx context.Context, d *streams.Definition, j *reshard.Journal) error {
+	moved := d.MovedTables(j.Tables)
+	b := streams.Block{Reason: streams.BlockPartialMove, Journal: j.Key, From: j.Keyspace, To: j.TargetKeyspace,
+		Tables: moved, Local: j.Local, At: time.Now().UTC()}
+	_, fresh, err := s.streams.Block(ctx, d.Name, b)
+	if err != nil || !fresh {
+		return err
+	}
+	metrics.StreamPartialMove(d.Name)
+	s.log.Error("MoveTables moved only some of a stream's tables; the stream cannot follow them and reads its keyspace as before",
+		"stream", d.Name, "keyspace", j.Keyspace, "moved", moved, "to", j.TargetKeyspace, "stream_tables", d.TableNames(), "journal", j.Key)
 	return nil
 }

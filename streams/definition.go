@@ -39,6 +39,9 @@ type Definition struct {
 	// Moves are the MoveTables cutovers the stream followed, oldest
 	// first; Keyspace is where its tables are now (moves.go).
 	Moves []Move `json:"moves,omitempty" yaml:"-"`
+	// Blocked is set when a MoveTables cutover moved only some of the
+	// stream's tables: it cannot follow them and says why (block.go).
+	Blocked *Block `json:"blocked,omitempty" yaml:"-"`
 }
 
 // Rule is one Vitess filter rule.
@@ -71,6 +74,8 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 // Normalize fills defaults and validates d. It never contacts vtgate; see
 // Checker for the checks that need the schema.
 func (d *Definition) Normalize() error {
+	// Set by the gateway only (a cutover it saw), never by a client.
+	d.Blocked = nil
 	if !ValidName(d.Name) {
 		return invalid("name", "must be 1-64 characters of letters, digits, '_', '.', '-', starting with a letter or digit")
 	}

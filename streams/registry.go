@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -97,6 +98,9 @@ func (r *Registry) Upsert(ctx context.Context, d *Definition) error {
 			// The file names the keyspace the stream began on; its
 			// tables have moved since: keep following them.
 			d.Keyspace, d.Moves = old.Keyspace, old.Moves
+		}
+		if old.Blocked != nil && old.Keyspace == d.Keyspace && slices.Equal(old.TableNames(), d.TableNames()) {
+			d.Blocked = old.Blocked // the same stream: still blocked
 		}
 	} else {
 		d.CreatedAt = time.Now().UTC().Truncate(time.Second)
