@@ -45,7 +45,10 @@ func (a *API) CreateStream(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	d.CreatedAt = time.Time{}
+	// Set by the gateway only: when it was created, and the MoveTables
+	// cutovers it followed (a client's moves would send readers to
+	// another keyspace's positions).
+	d.CreatedAt, d.Moves = time.Time{}, nil
 	err := a.Streams.Create(r.Context(), &d)
 	var (
 		ve *streams.ValidationError

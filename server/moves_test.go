@@ -70,3 +70,31 @@ func partialMoves(t *testing.T) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// The moves a stream followed and its blocked condition are the gateway's
+// to record: a client that sends them on create gets a stream without
+// them (a made-up move would send readers to another keyspace).
+func TestCreateStreamIgnoresMovesAndBlocked(t *testing.T) {
+	loadSpec(t)
+	s, _ := newTestServer(t)
+	h := s.Router()
+	body := `{"name":"fake","keyspace":"customer","tables":["customer"],` +
+		`"moves":[{"journal":"j","from":"customer","to":"commerce","tables":["customer"]}],` +
+		`"blocked":{"reason":"partial_move","tables":["customer"],"from":"customer","to":"commerce","journal":"j"}}`
+	req := httptest.NewRequest("POST", "/v1/streams", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, got := doRequest(t, h, req); resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, got)
+	}
+	resp, got := doRequest(t, h, httptest.NewRequest("GET", "/v1/streams/fake", nil))
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET: %d %s", resp.StatusCode, got)
+	}
+	var def map[string]json.RawMessage
+	if err := json.Unmarshal(got, &def); err != nil {
+		t.Fatal(err)
+	}
+	if def["moves"] != nil || def["blocked"] != nil {
+		t.Fatalf("a client's moves or blocked were stored: %s", got)
+	}
+}
