@@ -307,38 +307,44 @@ func (ws *wsSession) writeLoop() {
 		case <-park.heartbeat():
 			ws.parkedHeartbeat(&park)
 		case <-queue.ready:
-			// One item per turn, so that a close or a shutdown is seen
-			// between the messages of a backlog.
-			m, ok := queue.pop()
-			if !ok {
-				continue
+			// A burst of items per turn, not one: a select over every
+			// case costs more than writing a small message. A close or a
+			// shutdown is still seen between two messages (stopping).
+			for range wsBurst {
+				m, ok := queue.pop()
+				if !ok {
+					break
+				}
+				var err error
+				if m.txn != nil {
+					if buf == nil {
+						buf = takeEncodeBuf()
+					}
+					buf, err = writeTxn(conn, m.txn, ws.batch, buf)
+				} else {
+					err = conn.text(m.data)
+				}
+				ws.queued.Release(m.weight)
+				if err == nil && queue.len() == 0 {
+					err = conn.flush()
+					putEncodeBuf(buf)
+					buf = nil
+				}
+				if err != nil {
+					return
+				}
+				if m.txn != nil && len(m.txn.Events) > 0 {
+					metrics.WSWritten(m.txn.Received)
+				}
+				if m.cursor != "" {
+					ws.written.Store(&m.cursor)
+				}
+				if ws.stopping() {
+					break
+				}
 			}
 			if queue.len() > 0 {
 				signal(queue.ready)
-			}
-			var err error
-			if m.txn != nil {
-				if buf == nil {
-					buf = takeEncodeBuf()
-				}
-				buf, err = writeTxn(conn, m.txn, ws.batch, buf)
-			} else {
-				err = conn.text(m.data)
-			}
-			ws.queued.Release(m.weight)
-			if err == nil && queue.len() == 0 {
-				err = conn.flush()
-				putEncodeBuf(buf)
-				buf = nil
-			}
-			if err != nil {
-				return
-			}
-			if m.txn != nil && len(m.txn.Events) > 0 {
-				metrics.WSWritten(m.txn.Received)
-			}
-			if m.cursor != "" {
-				ws.written.Store(&m.cursor)
 			}
 		case d := <-ws.closing:
 			ws.finalClose(d)
@@ -379,6 +385,27 @@ func putEncodeBuf(buf []byte) {
 	}
 	buf = buf[:0]
 	encodePool.Put(&buf)
+}
+
+// wsBurst bounds the queued messages the writer sends per turn of its
+// loop.
+const wsBurst = 64
+
+// stopping reports, without waiting, whether the writer has something
+// more urgent than the next message: a reason to close, a shutdown, or the
+// session's end.
+func (ws *wsSession) stopping() bool {
+	if len(ws.closing) > 0 {
+		return true
+	}
+	select {
+	case <-ws.ctx.Done():
+		return true
+	case <-ws.a.Shutdown:
+		return true
+	default:
+		return false
+	}
 }
 
 // wsGiveUp is how long writes may still take once a WebSocket is done for.
