@@ -146,7 +146,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.RingBytes, "ring-bytes", hub.DefaultTailOptions.RingBytes, "bytes of recent transactions each stream's tail keeps in memory: readers whose cursor is inside are served without a VStream of their own")
 	d.integer(&c.RingEntries, "ring-entries", hub.DefaultTailOptions.RingEntries, "transactions each stream's tail keeps (the ring is full at either bound); 0: no shared tail, every reader gets a VStream of its own")
 	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
-	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
+	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full, or one write to it stay blocked, before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
 	d.dur(&c.MaxWait, "max-wait", 60*time.Second, "cap on the pull wait parameter (long-poll)")
