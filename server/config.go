@@ -153,7 +153,7 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
 	d.integer(&c.SpoolEvents, "bridge-spool-events", 1_000_000, "events one reshard bridge may spool for a subscriber behind the cutover; past it the bridge fails (GET /v1/reshards) and the subscriber pins the old shards until it reads across the cutover itself")
 	d.integer(&c.SpoolBytes, "bridge-spool-bytes", 512<<20, "bytes one reshard bridge may spool (a spool is full at either bound)")
-	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full before the client is closed as a slow consumer (4008)")
+	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full, or one write to it stay blocked, before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
 	d.dur(&c.MaxWait, "max-wait", 60*time.Second, "cap on the pull wait parameter (long-poll)")
