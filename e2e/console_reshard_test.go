@@ -37,7 +37,9 @@ func TestConsoleReshard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	freshCluster(t, ctx)
-	g := startGateway(t, append(withRedis(), "--bridge-spool-events", "10")...)
+	// A store of its own: safe_to_complete counts every named subscriber
+	// the store knows, and other tests leave theirs in the shared Redis.
+	g := startGateway(t, append(withDataDir(t), "--bridge-spool-events", "10")...)
 	run := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "conrs-" + run
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
