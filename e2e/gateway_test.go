@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,7 +134,36 @@ func (g *gateway) stop(sig syscall.Signal) {
 	}
 	if os.Getenv("VSG_E2E_LOGS") != "" {
 		g.t.Logf("gateway log:\n%s", g.log.String())
+	} else if g.t.Failed() {
+		g.t.Logf("gateway log (warnings, errors and bridges; the whole log in %s):\n%s", g.saveLog(), g.notable(100))
 	}
+}
+
+// saveLog writes the gateway's whole log to a file for a failed test (it
+// is too long for the test output) and returns its name.
+func (g *gateway) saveLog() string {
+	dir := filepath.Join(os.TempDir(), "vsg-e2e-logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(g.t.Name(), "/", "_"), time.Now().UnixNano()))
+	if err := os.WriteFile(name, []byte(g.log.String()), 0o644); err != nil {
+		return err.Error()
+	}
+	return name
+}
+
+// notable returns the last n lines of the gateway's log that say
+// something went wrong, or concern bridges (what the reshard tests wait
+// for).
+func (g *gateway) notable(n int) string {
+	var out []string
+	for _, l := range strings.Split(g.log.String(), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "bridg") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
 func (g *gateway) restart(sig syscall.Signal) {
