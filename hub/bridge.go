@@ -304,8 +304,10 @@ func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeSta
 // BridgeAll bridges every named subscriber of the streams on j's keyspace
 // that is behind j's cutover. Subscribers are bridged concurrently (a few
 // at a time): the old shards may be deleted seconds after the switch.
-func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
-	h.bridgeAll(ctx, defs, j, nil)
+// With fence (the journal watcher's lease) spools and subscriber states are
+// written only while that lease is held.
+func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal, fence *store.Lease) {
+	h.bridgeAll(ctx, defs, j, fence)
 }
 
 // bridgeAll is BridgeAll, its writes fenced by fence when not nil.
