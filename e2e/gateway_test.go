@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -14,10 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
@@ -70,7 +73,56 @@ func hasAuthFlag(flags []string) bool {
 	return false
 }
 
-func withRedis() []string { return []string{"--redis", redisURL} }
+// withRedis points a gateway at a Redis database of the test's own: the
+// gateways of one test share it, and what earlier tests left there
+// (streams, named subscribers, webhooks) does not reach it. A reshard
+// bridges every named subscriber the store knows, and the old shards may
+// be deleted seconds after the switch: another test's leftovers would
+// take the bridges' turns.
+func withRedis(t *testing.T) []string { return []string{"--redis", redisFor(t)} }
+
+var redisDBs struct {
+	sync.Mutex
+	next  int
+	owner map[string]int
+}
+
+// redisFor returns the URL of the Redis database of t's top-level test,
+// handing out databases 1 to 15 in turn (0 is left to the tests that
+// read redisURL), each flushed when handed out.
+func redisFor(t *testing.T) string {
+	t.Helper()
+	root, _, _ := strings.Cut(t.Name(), "/")
+	redisDBs.Lock()
+	defer redisDBs.Unlock()
+	if redisDBs.owner == nil {
+		redisDBs.owner = map[string]int{}
+	}
+	db, ok := redisDBs.owner[root]
+	if !ok {
+		db = redisDBs.next%15 + 1
+		redisDBs.next++
+		for name, d := range redisDBs.owner {
+			if d == db {
+				delete(redisDBs.owner, name)
+			}
+		}
+		redisDBs.owner[root] = db
+		opts, err := redis.ParseURL(redisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.DB = db
+		c := redis.NewClient(opts)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			t.Fatalf("flushing Redis database %d: %v", db, err)
+		}
+	}
+	return strings.TrimSuffix(redisURL, "/0") + "/" + strconv.Itoa(db)
+}
 
 func withDataDir(t *testing.T) []string {
 	return []string{"--data-dir", filepath.Join(t.TempDir(), "data")}

@@ -191,11 +191,13 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		}
 		nctx, ncancel := context.WithDeadline(ctx, progress.Add(stall))
 		txn, err := r.Next(nctx)
+		// Read before ncancel, which would make every error look like one.
+		stalled := err != nil && ctx.Err() == nil && nctx.Err() != nil
 		ncancel()
 		if errors.Is(err, source.ErrStopped) {
 			break
 		}
-		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
+		if stalled {
 			h.log.Info("bridge stream made no progress; reopening", "stream", def.Name, "journal", j.Key,
 				"from", last, "for", stall)
 			r.Close()

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
+	"vitess.io/vitess/go/vt/vterrors"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
@@ -430,4 +432,24 @@ func TestBridgeMergeReopensBetweenJournals(t *testing.T) {
 		t.Fatal(err)
 	}
 	samePos(t, "after the bridge", after, pos(50))
+}
+
+// A bridge whose stream fails for good (the old shard deleted by
+// `Reshard complete` before the bridge read it) fails at once with that
+// error: it is not taken for a stalled stream and reopened in a loop.
+func TestBridgeFailsOnAPermanentError(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.hub.bridgeTimeout = 3 * time.Second
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(fakevtgate.Script{Err: vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
+		"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace")})
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
+	if err == nil || st.State != "failed" || !strings.Contains(st.Error, "not found in the customer keyspace") {
+		t.Fatalf("BridgeSubscriber: %+v, %v; want failed with vtgate's error", st, err)
+	}
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want 1", n)
+	}
 }
