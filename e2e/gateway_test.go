@@ -87,9 +87,10 @@ var redisDBs struct {
 	owner map[string]int
 }
 
-// redisFor returns the URL of the Redis database of t's top-level test,
-// handing out databases 1 to 15 in turn (0 is left to the tests that
-// read redisURL), each flushed when handed out.
+// redisFor returns the URL of the Redis database of t's top-level test
+// (held until the test, or the subtest that asked first, ends), handing
+// out databases 1 to 15 in turn (0 is left to the tests that read
+// redisURL), each flushed when handed out.
 func redisFor(t *testing.T) string {
 	t.Helper()
 	root, _, _ := strings.Cut(t.Name(), "/")
@@ -108,6 +109,14 @@ func redisFor(t *testing.T) string {
 			}
 		}
 		redisDBs.owner[root] = db
+		// The next run of the same test (-count) gets a fresh database.
+		t.Cleanup(func() {
+			redisDBs.Lock()
+			defer redisDBs.Unlock()
+			if redisDBs.owner[root] == db {
+				delete(redisDBs.owner, root)
+			}
+		})
 		opts, err := redis.ParseURL(redisURL)
 		if err != nil {
 			t.Fatal(err)
