@@ -66,7 +66,7 @@ func TestBadInputStatuses(t *testing.T) {
 			t.Errorf("start vtgate after the test: %v", err)
 		}
 	})
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 
 	for _, c := range []struct {

@@ -82,7 +82,7 @@ func bigSetup(t *testing.T, n int) *bigRun {
 	}
 	r.g = &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), args: append([]string{
 		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--vtgate", cluster.VtgateAddr(), "--insecure-no-auth",
-	}, whGatewayFlags()...)}
+	}, whGatewayFlags(t)...)}
 	// The Go runtime collects before the hard limit is reached; the limit
 	// is what the kernel enforces.
 	r.g.env = []string{"GOMEMLIMIT=200MiB"}

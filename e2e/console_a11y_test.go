@@ -27,7 +27,7 @@ func TestConsoleAccessible(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "cona11y")
 	r := newWhReceiver(t, func(int, *whMsg) whAnswer { return whAnswer{status: http.StatusServiceUnavailable} })
 	wh := createWebhook(t, g, stream, map[string]any{"url": r.url(), "secret": r.secret, "max_attempts": 1, "batch_max_events": 1})

@@ -31,7 +31,7 @@ func TestConsoleWebhooks(t *testing.T) {
 	chromium := findChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	g := startGateway(t, whGatewayFlags("--webhook-retry-min", "300ms")...)
+	g := startGateway(t, whGatewayFlags(t, "--webhook-retry-min", "300ms")...)
 	stream := newCustomerStream(t, g, "conwh")
 	var mu sync.Mutex
 	failing := true

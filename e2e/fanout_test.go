@@ -70,7 +70,7 @@ func TestFanOutSharedTail(t *testing.T) {
 	freshCluster(t, ctx)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	// Every reader here is anonymous: one token subject.
-	unlimited := append(withRedis(), "--max-conns-per-token", "0")
+	unlimited := append(withRedis(t), "--max-conns-per-token", "0")
 	g := startGateway(t, unlimited...)
 	w := newWriter(t, "fo"+suffix)
 	stream := "fan-" + suffix

@@ -6,17 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
@@ -69,7 +73,65 @@ func hasAuthFlag(flags []string) bool {
 	return false
 }
 
-func withRedis() []string { return []string{"--redis", redisURL} }
+// withRedis points a gateway at a Redis database of the test's own: the
+// gateways of one test share it, and what earlier tests left there
+// (streams, named subscribers, webhooks) does not reach it. A reshard
+// bridges every named subscriber the store knows, and the old shards may
+// be deleted seconds after the switch: another test's leftovers would
+// take the bridges' turns.
+func withRedis(t *testing.T) []string { return []string{"--redis", redisFor(t)} }
+
+var redisDBs struct {
+	sync.Mutex
+	next  int
+	owner map[string]int
+}
+
+// redisFor returns the URL of the Redis database of t's top-level test
+// (held until the test, or the subtest that asked first, ends), handing
+// out databases 1 to 15 in turn (0 is left to the tests that read
+// redisURL), each flushed when handed out.
+func redisFor(t *testing.T) string {
+	t.Helper()
+	root, _, _ := strings.Cut(t.Name(), "/")
+	redisDBs.Lock()
+	defer redisDBs.Unlock()
+	if redisDBs.owner == nil {
+		redisDBs.owner = map[string]int{}
+	}
+	db, ok := redisDBs.owner[root]
+	if !ok {
+		db = redisDBs.next%15 + 1
+		redisDBs.next++
+		for name, d := range redisDBs.owner {
+			if d == db {
+				delete(redisDBs.owner, name)
+			}
+		}
+		redisDBs.owner[root] = db
+		// The next run of the same test (-count) gets a fresh database.
+		t.Cleanup(func() {
+			redisDBs.Lock()
+			defer redisDBs.Unlock()
+			if redisDBs.owner[root] == db {
+				delete(redisDBs.owner, root)
+			}
+		})
+		opts, err := redis.ParseURL(redisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.DB = db
+		c := redis.NewClient(opts)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.FlushDB(ctx).Err(); err != nil {
+			t.Fatalf("flushing Redis database %d: %v", db, err)
+		}
+	}
+	return strings.TrimSuffix(redisURL, "/0") + "/" + strconv.Itoa(db)
+}
 
 func withDataDir(t *testing.T) []string {
 	return []string{"--data-dir", filepath.Join(t.TempDir(), "data")}
@@ -133,7 +195,36 @@ func (g *gateway) stop(sig syscall.Signal) {
 	}
 	if os.Getenv("VSG_E2E_LOGS") != "" {
 		g.t.Logf("gateway log:\n%s", g.log.String())
+	} else if g.t.Failed() {
+		g.t.Logf("gateway log (warnings, errors and bridges; the whole log in %s):\n%s", g.saveLog(), g.notable(100))
 	}
+}
+
+// saveLog writes the gateway's whole log to a file for a failed test (it
+// is too long for the test output) and returns its name.
+func (g *gateway) saveLog() string {
+	dir := filepath.Join(os.TempDir(), "vsg-e2e-logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(g.t.Name(), "/", "_"), time.Now().UnixNano()))
+	if err := os.WriteFile(name, []byte(g.log.String()), 0o644); err != nil {
+		return err.Error()
+	}
+	return name
+}
+
+// notable returns the last n lines of the gateway's log that say
+// something went wrong, or concern bridges (what the reshard tests wait
+// for).
+func (g *gateway) notable(n int) string {
+	var out []string
+	for _, l := range strings.Split(g.log.String(), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "bridg") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
 func (g *gateway) restart(sig syscall.Signal) {

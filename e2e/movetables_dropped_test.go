@@ -44,7 +44,7 @@ func TestMoveTablesDropped(t *testing.T) {
 			}
 		}
 	})
-	g := startGateway(t, withRedis()...) // no --vtctld
+	g := startGateway(t, withRedis(t)...) // no --vtctld
 	stream, failStream := "mtd-"+suffix, "mtdf-"+suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})
 	g.createStream(t, map[string]any{"name": failStream, "keyspace": homeKeyspace, "tables": []string{"customer"}, "on_gap": "fail"})

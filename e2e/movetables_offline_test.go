@@ -46,7 +46,7 @@ func TestMoveTablesOffline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tablesAtHome(t, ctx)
-	g := startGateway(t, whGatewayFlags("--vtctld", cluster.VtctldAddr())...)
+	g := startGateway(t, whGatewayFlags(t, "--vtctld", cluster.VtctldAddr())...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream, failStream := "mto-"+suffix, "mtf-"+suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})

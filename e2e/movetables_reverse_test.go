@@ -45,7 +45,7 @@ func TestMoveTablesReverse(t *testing.T) {
 			}
 		}
 	})
-	g := startGateway(t, append(withRedis(), "--vtctld", cluster.VtctldAddr())...)
+	g := startGateway(t, append(withRedis(t), "--vtctld", cluster.VtctldAddr())...)
 	stream := "mtr-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})
 	db := globalDB(t)

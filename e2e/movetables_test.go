@@ -239,7 +239,7 @@ func TestMoveTablesFollow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tablesAtHome(t, ctx)
-	g := startGateway(t, append(withRedis(), "--vtctld", cluster.VtctldAddr())...)
+	g := startGateway(t, append(withRedis(t), "--vtctld", cluster.VtctldAddr())...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "mt-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})

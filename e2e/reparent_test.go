@@ -62,7 +62,7 @@ func TestReparents(t *testing.T) {
 		}
 	})
 
-	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0", "--primary-poll", primaryPoll.String())...)
+	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0", "--primary-poll", primaryPoll.String())...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "rep-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})

@@ -200,7 +200,7 @@ func TestReshardLifecycle(t *testing.T) {
 	// before the cutover must be outside it to test the resync path (a
 	// cursor the ring still covers is served exactly, see TestFanOut*),
 	// and the subscribers coming back catch up on VStreams of their own.
-	g := startGateway(t, append(withRedis(), "--ring-entries", "500")...)
+	g := startGateway(t, append(withRedis(t), "--ring-entries", "500")...)
 	w := newWriter(t, "rs"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "rs-" + suffix

@@ -18,7 +18,7 @@ func TestGatewayRestart(t *testing.T) {
 		name  string
 		flags func(t *testing.T) []string
 	}{
-		{"redis", func(*testing.T) []string { return withRedis() }},
+		{"redis", withRedis},
 		{"embedded", withDataDir},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -200,7 +200,7 @@ func TestSeedReshardResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	freshCluster(t, ctx)
-	g := startGateway(t, withRedis()...)
+	g := startGateway(t, withRedis(t)...)
 	w := newWriter(t, "seed"+strconv.FormatInt(time.Now().UnixNano()%1e6, 10))
 
 	var clients []*seedClient

@@ -61,7 +61,7 @@ func TestSnapshotPagesHonourLimit(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	g := startGateway(t, withRedis()...)
+	g := startGateway(t, withRedis(t)...)
 	stream := "snap-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}, "start": "snapshot"})
 
@@ -87,7 +87,7 @@ func TestSnapshotPagesHonourLimit(t *testing.T) {
 	if len(cursors) < 5 {
 		t.Fatalf("only %d pages: too few to resume in the middle", len(cursors))
 	}
-	g2 := startGateway(t, withRedis()...)
+	g2 := startGateway(t, withRedis(t)...)
 	rest, _, _ := pageSnapshot(t, ctx, g2, stream, cursors[2], 1000, len(want)+20)
 	seen := map[string]bool{}
 	for _, id := range ids[:3*limit] {

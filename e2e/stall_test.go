@@ -49,7 +49,7 @@ func TestVtgateNetworkStall(t *testing.T) {
 	}
 	twoShards(t, ctx)
 
-	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0")...)
+	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
 	gatewayPid := g.cmd.Process.Pid
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "stall-" + suffix

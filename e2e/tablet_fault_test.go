@@ -49,7 +49,7 @@ func TestTabletRestartOtherShardFlows(t *testing.T) {
 		}
 	})
 
-	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0")...)
+	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "tab-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})

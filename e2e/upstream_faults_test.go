@@ -220,7 +220,7 @@ func TestVtgateOutages(t *testing.T) {
 			t.Errorf("start vtgate after the test: %v", err)
 		}
 	})
-	g := startGateway(t, whGatewayFlags("--max-conns-per-token", "0")...)
+	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "vtg-" + suffix
 	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})

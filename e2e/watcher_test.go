@@ -53,8 +53,8 @@ func TestJournalWatcherFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	freshCluster(t, ctx)
-	g1 := startGateway(t, withRedis()...)
-	g2 := startGateway(t, withRedis()...)
+	g1 := startGateway(t, withRedis(t)...)
+	g2 := startGateway(t, withRedis(t)...)
 	stream := "watch-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	g1.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
 

@@ -29,7 +29,7 @@ func TestWebhookThroughput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "wh-bench")
 	db, err := cluster.OpenDB("customer")
 	if err != nil {

@@ -21,7 +21,7 @@ func TestWebhookAcrossReshard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	freshCluster(t, ctx)
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "wh-reshard")
 	r := newWhReceiver(t, nil)
 	wh := createWebhook(t, g, stream, map[string]any{

@@ -20,8 +20,8 @@ import (
 
 // whGatewayFlags are the flags of every webhook test gateway: short
 // retries and lease so that the tests run in seconds.
-func whGatewayFlags(extra ...string) []string {
-	return append(append(withRedis(), "--allow-private-webhooks",
+func whGatewayFlags(t *testing.T, extra ...string) []string {
+	return append(append(withRedis(t), "--allow-private-webhooks",
 		"--webhook-retry-min", "50ms", "--webhook-retry-max", "1s", "--webhook-lease-ttl", whLeaseTTL.String()), extra...)
 }
 
@@ -46,7 +46,7 @@ func TestWebhookRecoversFromFailures(t *testing.T) {
 	defer cancel()
 	// One shard: batches are checked in commit order across the stream.
 	freshCluster(t, ctx)
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "wh-recover")
 
 	var r *whReceiver
@@ -120,7 +120,7 @@ func TestWebhookDeadLetterReplay(t *testing.T) {
 	defer cancel()
 	// One shard: batches are checked in commit order across the stream.
 	freshCluster(t, ctx)
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "wh-dlq")
 	var mu sync.Mutex
 	fixed := false
@@ -238,8 +238,8 @@ func TestWebhookFailover(t *testing.T) {
 	defer cancel()
 	// One shard, so that batches (checked in commit order) are deterministic.
 	freshCluster(t, ctx)
-	g1 := startGateway(t, whGatewayFlags()...)
-	g2 := startGateway(t, whGatewayFlags()...)
+	g1 := startGateway(t, whGatewayFlags(t)...)
+	g2 := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g1, "wh-failover")
 
 	held := make(chan *whMsg, 1)
@@ -343,7 +343,7 @@ func TestWebhookDeletedWithStream(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g := startGateway(t, whGatewayFlags()...)
+	g := startGateway(t, whGatewayFlags(t)...)
 	stream := newCustomerStream(t, g, "wh-del")
 	r := newWhReceiver(t, nil)
 	old := createWebhook(t, g, stream, map[string]any{"url": r.url(), "secret": r.secret})

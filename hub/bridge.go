@@ -170,9 +170,15 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	}
 	// Race against `Reshard complete`: a VStream opened while the switch
 	// is still settling can spend vtgate's 90 s looking for the old
-	// shard's primary. A healthy stream delivers something (a heartbeat at
-	// least) every second, so a stream silent for bridgeStall is reopened
-	// from the last transaction captured.
+	// shard's primary, sending only its heartbeats meanwhile. Every old
+	// shard's journal is already in its binlog, so a bridge stream that
+	// delivers nothing but heartbeats for bridgeStall is not progressing:
+	// it is reopened from the last transaction captured (whose positions
+	// keep each old shard before its journal, source/assemble.go). Each
+	// reopen doubles the window, so that an old shard that is merely slow
+	// to reach its journal (a long binlog of other tables to skip) is
+	// reopened a few times at most, never in a loop.
+	stall, progress := h.bridgeStall, time.Now()
 	r := h.src.Open(ctx, spec, last, opts...)
 	defer func() { r.Close() }()
 	// open counts the events of a chunked transaction spooled so far
@@ -183,26 +189,34 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if j.Moves() && position.Of(last).Covers(local) {
 			break
 		}
-		nctx, ncancel := context.WithTimeout(ctx, h.bridgeStall)
+		nctx, ncancel := context.WithDeadline(ctx, progress.Add(stall))
 		txn, err := r.Next(nctx)
+		// Read before ncancel, which would make every error look like one.
+		stalled := err != nil && ctx.Err() == nil && nctx.Err() != nil
 		ncancel()
 		if errors.Is(err, source.ErrStopped) {
 			break
 		}
-		if err != nil && ctx.Err() == nil && nctx.Err() != nil {
-			h.log.Info("bridge stream stalled; reopening", "stream", def.Name, "journal", j.Key, "from", last)
+		if stalled {
+			h.log.Info("bridge stream made no progress; reopening", "stream", def.Name, "journal", j.Key,
+				"from", last, "for", stall)
 			r.Close()
 			ropts := opts
 			if open > 0 {
 				ropts = append(slices.Clone(opts), source.ResumeInTxn(open))
 			}
 			r = h.src.Open(ctx, spec, last, ropts...)
+			stall, progress = min(2*stall, h.bridgeTimeout), time.Now()
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bridge stream: %w", err)
 		}
-		if txn.Journal != nil || txn.Heartbeat {
+		if txn.Heartbeat {
+			continue
+		}
+		progress = time.Now()
+		if txn.Journal != nil {
 			continue
 		}
 		if j.Moves() && pastLocal(last, txn, j.Keyspace, local) {
@@ -292,8 +306,10 @@ func (h *Hub) BridgeStatuses(ctx context.Context, keyspace string) ([]*BridgeSta
 // BridgeAll bridges every named subscriber of the streams on j's keyspace
 // that is behind j's cutover. Subscribers are bridged concurrently (a few
 // at a time): the old shards may be deleted seconds after the switch.
-func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal) {
-	h.bridgeAll(ctx, defs, j, nil)
+// With fence (the journal watcher's lease) spools and subscriber states are
+// written only while that lease is held.
+func (h *Hub) BridgeAll(ctx context.Context, defs []*streams.Definition, j *reshard.Journal, fence *store.Lease) {
+	h.bridgeAll(ctx, defs, j, fence)
 }
 
 // bridgeAll is BridgeAll, its writes fenced by fence when not nil.

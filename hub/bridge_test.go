@@ -3,11 +3,14 @@ package hub
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	vtrpcpb "vitess.io/vitess/go/vt/proto/vtrpc"
+	"vitess.io/vitess/go/vt/vterrors"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
@@ -216,6 +219,48 @@ func TestBridgeReopensStalledStream(t *testing.T) {
 	}
 }
 
+// A bridge VStream that sends only vtgate's heartbeats (vtgate searching
+// for the old shard's primary, or a shard that will never send its journal
+// again) is not progressing: it is reopened once it has delivered nothing
+// else for the stall window, however often heartbeats come.
+func TestBridgeReopensStreamSendingOnlyHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	e.hub.bridgeStall = 300 * time.Millisecond
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(11), field(s0), row(s0, "1"))}})
+	// Heartbeats every 50 ms on the first stream until it is cancelled
+	// (or for 10 s: a bridge that takes them for progress never is).
+	fed := make(chan bool, 1)
+	go func() {
+		call := e.fake.Call(t, 0)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		giveUp := time.After(10 * time.Second)
+		for {
+			select {
+			case <-call.Done():
+				fed <- true
+				return
+			case <-giveUp:
+				fed <- false
+				return
+			case <-tick.C:
+				call.TryAnswer(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{{fakevtgate.Heartbeat()}}})
+			}
+		}
+	}()
+	e.fake.Push(fakevtgate.Script{Batches: journalEnd()})
+	sub := bridge(t, e, j)
+	if !<-fed {
+		t.Fatal("a stream sending only heartbeats was never reopened")
+	}
+	samePos(t, "the reopened bridge stream", e.fake.Call(t, 1).Req.Vgtid, pos(11))
+	if got := spooled(t, e, sub.Bridges[0].Log); len(got) != 1 || !proto.Equal(got[0], pos(11)) {
+		t.Fatalf("spool holds %v, want the transaction at 11 once", got)
+	}
+}
+
 // A bridge over the spool bound fails, leaves the subscriber as it was and
 // keeps nothing in the store.
 func TestBridgeSpoolLimit(t *testing.T) {
@@ -316,4 +361,95 @@ func TestBridgeCursorBetweenSpoolEntries(t *testing.T) {
 			t.Fatalf("stored state after a request with an older cursor: %v with %d bridges (%v); want pos 10 and the bridge", st.VGtid, len(st.Bridges), err)
 		}
 	})
+}
+
+// A merge's bridge stream that stalls between the old shards' journals
+// (-80 sent its journal, 80- is still on its way) is reopened with -80
+// before its journal: -80 sends it again and the cutover completes. Were
+// it reopened from 80-'s last transaction as vtgate numbered it (-80 past
+// its journal), -80 would never send its journal again and vtgate would
+// wait for it forever: the bridge would hang until its timeout.
+func TestBridgeMergeReopensBetweenJournals(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.hub.bridgeStall = 200 * time.Millisecond
+	sHi := fakevtgate.Shard{Keyspace: ks, Name: "80-"}
+	parts := []string{"-80", "80-"}
+	journal := func(shard, local string) *binlogdatapb.Journal {
+		return &binlogdatapb.Journal{Id: 9, MigrationType: binlogdatapb.MigrationType_SHARDS, LocalPosition: local,
+			ShardGtids:   pos(50).ShardGtids,
+			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}}
+	}
+	for _, p := range []struct{ shard, local string }{{"-80", "MariaDB/0-2-12"}, {"80-", "MariaDB/0-3-12"}} {
+		j, _ := reshard.FromEvent(ks, p.shard, journal(p.shard, p.local))
+		if _, err := e.reg.Record(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := e.reg.List(ctx, ks)
+	if err != nil || len(all) != 1 || !all[0].Complete() {
+		t.Fatalf("recorded journals %v, %v", all, err)
+	}
+	e.ack(t, "alice", mergePos(10, 10))
+	e.fake.Push(
+		fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+			sLo.Txn(100, mergePos(11, 10), field(sLo), row(sLo, "1")),
+			sLo.JournalTxn(9, parts, "MariaDB/0-2-12", mergePos(13, 10), "0", gtid(50)),
+			sHi.Txn(100, mergePos(13, 11), field(sHi), row(sHi, "2")),
+		}},
+		fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
+			sLo.JournalTxn(9, parts, "MariaDB/0-2-12", mergePos(13, 11), "0", gtid(50)),
+			sHi.Txn(100, mergePos(13, 12), field(sHi), row(sHi, "3")),
+			sHi.JournalTxn(9, parts, "MariaDB/0-3-12", mergePos(13, 13), "0", gtid(50)),
+		}},
+	)
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", all[0])
+	if err != nil || st.State != "done" {
+		t.Fatalf("BridgeSubscriber: %+v, %v", st, err)
+	}
+	samePos(t, "the reopened bridge stream", e.fake.Call(t, 1).Req.Vgtid, mergePos(12, 11))
+	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil || len(sub.Bridges) != 1 {
+		t.Fatalf("alice after the bridge: %+v, %v", sub, err)
+	}
+	var got []string
+	entries, err := e.st.ReadLog(ctx, sub.Bridges[0].Log, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		txn, err := decodeSpoolEntry(en.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, summary(t, txn))
+	}
+	if strings.Join(got, " ") != "1 2 3" {
+		t.Fatalf("spool %v, want rows 1 2 3 once each", got)
+	}
+	after := &binlogdatapb.VGtid{}
+	if err := proto.Unmarshal(sub.Bridges[0].After, after); err != nil {
+		t.Fatal(err)
+	}
+	samePos(t, "after the bridge", after, pos(50))
+}
+
+// A bridge whose stream fails for good (the old shard deleted by
+// `Reshard complete` before the bridge read it) fails at once with that
+// error: it is not taken for a stalled stream and reopened in a loop.
+func TestBridgeFailsOnAPermanentError(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	e.hub.bridgeTimeout = 3 * time.Second
+	j := e.recordJournal(t)
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(fakevtgate.Script{Err: vterrors.Errorf(vtrpcpb.Code_FAILED_PRECONDITION,
+		"failed to determine if keyspace customer has been resharded: shard provided in VGTID, 0, not found in the customer keyspace")})
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
+	if err == nil || st.State != "failed" || !strings.Contains(st.Error, "not found in the customer keyspace") {
+		t.Fatalf("BridgeSubscriber: %+v, %v; want failed with vtgate's error", st, err)
+	}
+	if n := e.fake.Calls(); n != 1 {
+		t.Fatalf("%d VStream calls, want 1", n)
+	}
 }

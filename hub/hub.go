@@ -92,7 +92,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
-		bridgeTimeout: 5 * time.Minute, bridgeStall: time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
+		bridgeTimeout: 5 * time.Minute, bridgeStall: 5 * time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
 	}

@@ -28,7 +28,7 @@ type Watcher struct {
 	st        store.Store
 	reg       *Registry
 	keyspaces func(ctx context.Context) ([]string, error)
-	onJournal func(ctx context.Context, j *Journal)
+	onJournal func(ctx context.Context, j *Journal, l store.Lease)
 	holder    string
 	ttl       time.Duration
 	every     time.Duration
@@ -60,9 +60,12 @@ func WithWatcherLogger(l *slog.Logger) WatcherOption { return func(w *Watcher) {
 
 // NewWatcher returns a watcher. keyspaces lists the keyspaces to watch
 // (those of defined streams); onJournal is called once a journal is
-// complete (every participant's position recorded), by the lease holder.
+// complete (every participant's position recorded), by the lease holder,
+// with the lease: what it writes for the journal (bridge spools) is fenced
+// by it, so a holder that lost the lease mid-way cannot write beside the
+// next one.
 func NewWatcher(src WatchOpener, st store.Store, reg *Registry, holder string,
-	keyspaces func(ctx context.Context) ([]string, error), onJournal func(ctx context.Context, j *Journal), opts ...WatcherOption) *Watcher {
+	keyspaces func(ctx context.Context) ([]string, error), onJournal func(ctx context.Context, j *Journal, l store.Lease), opts ...WatcherOption) *Watcher {
 	w := &Watcher{src: src, st: st, reg: reg, holder: holder, keyspaces: keyspaces, onJournal: onJournal,
 		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]bool{}}
 	for _, o := range opts {
@@ -193,7 +196,7 @@ func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
 			return
 		}
 		if txn.Journal != nil {
-			w.journal(ctx, ks, txn.Journal, log)
+			w.journal(ctx, ks, txn.Journal, l, log)
 		}
 		if txn.Heartbeat && time.Since(saved) < time.Second {
 			continue
@@ -213,7 +216,7 @@ func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
 
 // journal records a journal seen by the watcher and, once every
 // participant's view is in, hands it on for bridging.
-func (w *Watcher) journal(ctx context.Context, ks string, raw *binlogdatapb.Journal, log *slog.Logger) {
+func (w *Watcher) journal(ctx context.Context, ks string, raw *binlogdatapb.Journal, l store.Lease, log *slog.Logger) {
 	rec, ok := FromEvent(ks, "", raw)
 	if !ok {
 		return
@@ -227,5 +230,5 @@ func (w *Watcher) journal(ctx context.Context, ks string, raw *binlogdatapb.Jour
 		return // another participant's JOURNAL follows
 	}
 	log.Info("reshard journal complete", "journal", j.Key, "id", j.ID, "from", j.From(), "to", j.To())
-	w.onJournal(ctx, j)
+	w.onJournal(ctx, j, l)
 }

@@ -3,7 +3,6 @@ package reshard
 import (
 	"context"
 	"errors"
-	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
@@ -81,7 +83,7 @@ func TestWatcherKeepsWatchingThroughTransientStoreErrors(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
 	w := NewWatcher(src, fs, NewRegistry(st), "a",
 		func(context.Context) ([]string, error) { return []string{"ks"}, nil },
-		func(context.Context, *Journal) {}, WithLeaseTTL(ttl), WithWatcherLogger(quiet))
+		func(context.Context, *Journal, store.Lease) {}, WithLeaseTTL(ttl), WithWatcherLogger(quiet))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(runCtx); close(done) }()
@@ -114,5 +116,66 @@ func TestWatcherKeepsWatchingThroughTransientStoreErrors(t *testing.T) {
 	now, err := st.GetLease(context.Background(), leaseName("ks"))
 	if err != nil || now.Holder != "a" || now.Token != held.Token {
 		t.Fatalf("lease after the store error: %+v, %v; want a's, token %d", now, err, held.Token)
+	}
+}
+
+// The watcher hands its lease to what it calls for a complete journal, so
+// the bridges it starts write their spools fenced by it (a replica that
+// lost the lease mid-bridge cannot append beside the next holder).
+func TestWatcherHandsItsLeaseToBridges(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"), boltstore.WithNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg := NewRegistry(st)
+	shard := fakevtgate.Shard{Keyspace: "ks", Name: "0"}
+	journal := shard.JournalTxn(7, []string{"0"}, "MariaDB/0-1-20", fakevtgate.VGtid("ks", "0", "MariaDB/0-1-21"),
+		"-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5")
+	for _, ev := range journal {
+		if ev.Journal != nil {
+			j, _ := FromEvent("ks", "0", ev.Journal)
+			if _, err := reg.Record(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fake := fakevtgate.New(t)
+	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		{shard.Pos(fakevtgate.VGtid("ks", "0", "MariaDB/0-1-19"))}, journal}})
+	src, err := source.Dial(ctx, fake.Addr, source.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	got := make(chan store.Lease, 1)
+	w := NewWatcher(src, st, reg, "a",
+		func(context.Context) ([]string, error) { return []string{"ks"}, nil },
+		func(_ context.Context, _ *Journal, l store.Lease) {
+			select {
+			case got <- l:
+			default:
+			}
+		}, WithWatcherLogger(quiet))
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	var l store.Lease
+	select {
+	case l = <-got:
+	case <-ctx.Done():
+		t.Fatal("the complete journal was not handed on")
+	}
+	held, err := st.GetLease(ctx, leaseName("ks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Name != leaseName("ks") || l.Token != held.Token || held.Holder != "a" {
+		t.Fatalf("handed lease %+v, held %+v", l, held)
 	}
 }

@@ -117,13 +117,13 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	}
 	s.hub = hub.New(s.src, codec, st, hubOpts...)
 	s.watcher = reshard.NewWatcher(s.src, st, journals, s.replica, servedKeyspaces(reg),
-		func(ctx context.Context, j *reshard.Journal) {
+		func(ctx context.Context, j *reshard.Journal, l store.Lease) {
 			defs, err := reg.List(ctx)
 			if err != nil {
 				log.Error("bridging: listing streams failed", "err", err)
 				return
 			}
-			s.hub.BridgeAll(ctx, defs, j)
+			s.hub.BridgeAll(ctx, defs, j, &l)
 		}, reshard.WithWatcherLogger(log))
 	s.api = &handlers.API{
 		Streams:  reg,

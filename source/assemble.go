@@ -26,7 +26,11 @@ type assembler struct {
 	journal map[int64]bool      // journal ids already announced
 	// parts records, per journal id, the participants whose JOURNAL came.
 	parts map[int64]map[string]bool
-	hook  JournalHook
+	// held maps "keyspace/shard" of each participant whose JOURNAL came to
+	// the position just before it (the journal's local_position), until
+	// vtgate continues on the targets; see hold.
+	held map[string]string
+	hook JournalHook
 	// slab holds the encoded rows: they live together in a transaction
 	// and then in the read-ahead buffer.
 	slab event.Slab
@@ -114,17 +118,20 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		ctl := Control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
 		return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp}), nil
 	case binlogdatapb.VEventType_JOURNAL:
+		keyspace := ev.Keyspace
+		if keyspace == "" {
+			keyspace = a.spec.Keyspace
+		}
 		if j := ev.Journal; j != nil {
 			if a.parts[j.Id] == nil {
 				a.parts[j.Id] = map[string]bool{}
 			}
 			a.parts[j.Id][ev.Shard] = true
+			if j.MigrationType == binlogdatapb.MigrationType_SHARDS {
+				a.holdAt(keyspace, ev.Shard, j.LocalPosition)
+			}
 		}
 		if a.hook != nil && ev.Journal != nil {
-			keyspace := ev.Keyspace
-			if keyspace == "" {
-				keyspace = a.spec.Keyspace
-			}
 			a.hook(ctx, keyspace, ev.Shard, ev.Journal)
 		}
 		return a.journalEvent(ev), nil
@@ -148,6 +155,7 @@ func (a *assembler) emit(t *Txn) *Txn {
 	if t.VGtid == nil {
 		t.VGtid = a.pos
 	}
+	t.VGtid = a.hold(t.VGtid)
 	if t.VGtid == nil {
 		// Nothing to resume from yet (events before the first position);
 		// drop rather than hand out an event with no cursor.
@@ -156,6 +164,62 @@ func (a *assembler) emit(t *Txn) *Txn {
 	t.Received = time.Now()
 	a.pos = t.VGtid
 	return t
+}
+
+// Positions at a reshard cutover. A shard that sent its JOURNAL waits in
+// vtgate until every other participant sent theirs; meanwhile the others'
+// transactions carry a VGTID with that shard past its journal. A stream
+// resumed from such a position (after an error, a stall, a disconnect)
+// never sees that shard's journal again, so vtgate waits forever for it
+// and the stream hangs at the cutover, only heartbeats coming. So every
+// position handed out keeps a participant that sent its journal at the
+// journal's local_position, the position just before it: resumed there,
+// the shard repeats its journal (nothing else: its writes had stopped)
+// and the cutover completes. Once vtgate continues on the target shards
+// the participants leave the VGTID and the holds go.
+
+// holdAt holds keyspace/shard at local, or, when the journal has no local
+// position, at the last position handed out for it (no event of the shard
+// came after it but the journal's).
+func (a *assembler) holdAt(keyspace, shard, local string) {
+	if local == "" && a.pos != nil {
+		for _, sg := range a.pos.ShardGtids {
+			if sg.Keyspace == keyspace && sg.Shard == shard {
+				local = sg.Gtid
+			}
+		}
+	}
+	if local == "" {
+		return
+	}
+	if a.held == nil {
+		a.held = map[string]string{}
+	}
+	a.held[keyspace+"/"+shard] = local
+}
+
+// hold returns v with every held shard at its held position.
+func (a *assembler) hold(v *binlogdatapb.VGtid) *binlogdatapb.VGtid {
+	if len(a.held) == 0 || v == nil {
+		return v
+	}
+	out := &binlogdatapb.VGtid{ShardGtids: make([]*binlogdatapb.ShardGtid, len(v.ShardGtids))}
+	present := false
+	for i, sg := range v.ShardGtids {
+		l, ok := a.held[sg.Keyspace+"/"+sg.Shard]
+		if !ok {
+			out.ShardGtids[i] = sg
+			continue
+		}
+		present = true
+		out.ShardGtids[i] = &binlogdatapb.ShardGtid{Keyspace: sg.Keyspace, Shard: sg.Shard, Gtid: l, TablePKs: sg.TablePKs}
+	}
+	if !present {
+		// vtgate went on to the targets: the cutover is behind.
+		a.held = nil
+		return v
+	}
+	return out
 }
 
 func tableName(name string) string {

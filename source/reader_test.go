@@ -212,12 +212,14 @@ func TestJournalOncePerID(t *testing.T) {
 	if string(m["from"]) != `["-80","80-"]` || string(m["to"]) != `["0"]` || string(m["journal_id"]) != `"7"` || string(m["keyspace"]) != `"customer"` {
 		t.Errorf("reshard event %s", txn.Events[0].AppendJSON(nil, ""))
 	}
-	samePos(t, "first JOURNAL", txn.VGtid, afterA)
+	// Positions keep each participant before its journal (assemble.go,
+	// "Positions at a reshard cutover"): afterA and afterB are past it.
+	samePos(t, "first JOURNAL", txn.VGtid, from)
 	txn = next(t, r)
 	if txn.Journal == nil || len(txn.Events) != 0 {
 		t.Fatalf("second participant's JOURNAL: journal %v, %d events, want no second reshard event", txn.Journal, len(txn.Events))
 	}
-	samePos(t, "second JOURNAL", txn.VGtid, afterB)
+	samePos(t, "second JOURNAL", txn.VGtid, from)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -454,7 +456,10 @@ func TestStopOnReshardBreakAfterJournal(t *testing.T) {
 
 // In a merge each old shard sends its own JOURNAL and vtgate ends a
 // stop_on_reshard stream only once all have. A stream that breaks after
-// some of them is resumed: the others still have events to deliver.
+// some of them is resumed: the others still have events to deliver. It
+// resumes with -80 before its journal (the journal's local position), so
+// that -80 sends it again: resumed past it, -80 would never send it and
+// vtgate would wait for it forever.
 func TestStopOnReshardPartialMergeJournalResumes(t *testing.T) {
 	fake, c := setup(t)
 	a := fakevtgate.Shard{Keyspace: ks, Name: "-80"}
@@ -467,7 +472,7 @@ func TestStopOnReshardPartialMergeJournalResumes(t *testing.T) {
 	if txn := next(t, r); txn.Journal == nil {
 		t.Fatalf("want the journal of -80, got %s", summary(t, txn))
 	}
-	samePos(t, "resumed request", fake.Call(t, 1).Req.Vgtid, afterA)
+	samePos(t, "resumed request", fake.Call(t, 1).Req.Vgtid, from)
 	if txn, ok, err := r.TryNext(); ok || err != nil {
 		t.Fatalf("after a partial journal: %+v, %v; want the reader still streaming", txn, err)
 	}
@@ -491,4 +496,47 @@ func TestReadAheadSmallerThanATransaction(t *testing.T) {
 		}
 		samePos(t, fmt.Sprint("transaction ", i), txn.VGtid, pos(11+i))
 	}
+}
+
+// Between the participants' journals of a merge, the other shard's
+// transactions carry a VGTID with the first shard past its journal.
+// Positions handed out keep that shard at its journal's local position
+// until vtgate continues on the targets, so a stream resumed in between
+// (here: it breaks) gets the journal again instead of waiting forever
+// for it; the targets' positions pass through untouched.
+func TestCutoverHoldsParticipantsBeforeTheirJournals(t *testing.T) {
+	fake, c := setup(t)
+	a, b := fakevtgate.Shard{Keyspace: ks, Name: "-80"}, fakevtgate.Shard{Keyspace: ks, Name: "80-"}
+	bField := b.Field("t", fakevtgate.BigintPK("id"), fakevtgate.LongText("doc"))
+	from := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-20", "80-", "MariaDB/0-2-29")
+	afterA := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-21", "80-", "MariaDB/0-2-29")
+	rowB := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-21", "80-", "MariaDB/0-2-30")
+	held := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-20", "80-", "MariaDB/0-2-30")
+	afterB := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-21", "80-", "MariaDB/0-2-31")
+	bothHeld := fakevtgate.VGtid(ks, "-80", "MariaDB/0-1-20", "80-", "MariaDB/0-2-30")
+	onTarget := fakevtgate.VGtid(ks, "0", "MariaDB/0-3-6")
+	parts := []string{"-80", "80-"}
+	fake.Push(
+		fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
+			a.JournalTxn(7, parts, "MariaDB/0-1-20", afterA, "0", "MariaDB/0-3-5"),
+			b.Txn(100, rowB, bField, b.Insert("t", 100, []string{"1", "x"})),
+		}, Err: vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "vtgate shutting down")},
+		fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+			a.JournalTxn(7, parts, "MariaDB/0-1-20", afterA, "0", "MariaDB/0-3-5"),
+			b.JournalTxn(7, parts, "MariaDB/0-2-30", afterB, "0", "MariaDB/0-3-5"),
+			fakevtgate.Shard{Keyspace: ks, Name: "0"}.Txn(101, onTarget, s0.Field("t", fakevtgate.BigintPK("id"), fakevtgate.LongText("doc")), s0.Insert("t", 101, []string{"2", "y"})),
+		}},
+	)
+	r := open(t, c, from)
+	if txn := next(t, r); txn.Journal == nil {
+		t.Fatalf("want -80's journal, got %s", summary(t, txn))
+	} else {
+		samePos(t, "-80's journal", txn.VGtid, from)
+	}
+	samePos(t, "80-'s row after -80's journal", next(t, r).VGtid, held)
+	samePos(t, "the resumed request", fake.Call(t, 1).Req.Vgtid, held)
+	next(t, r) // -80's journal again
+	samePos(t, "the last participant's journal", next(t, r).VGtid, bothHeld)
+	samePos(t, "the first row on the target", next(t, r).VGtid, onTarget)
+	r.Close()
 }

@@ -69,6 +69,17 @@ func (c *Call) Answer(t testing.TB, next Script) {
 // or the client cancelled the stream.
 func (c *Call) Done() <-chan struct{} { return c.done }
 
+// TryAnswer is Answer for a call that may end meanwhile (a client that
+// cancels it): it reports whether the call took next.
+func (c *Call) TryAnswer(next Script) bool {
+	select {
+	case c.steps <- next:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
 // Timeout bounds Server.Call: a call that never comes fails the test.
 var Timeout = 5 * time.Second
 
