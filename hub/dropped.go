@@ -23,7 +23,8 @@ import (
 // tables dropped (or renamed away) reports a gap under the stream's
 // on_gap instead of going silent: a `resync` (reason tables_dropped) and
 // reading on (nothing more comes unless the tables come back), or, with
-// on_gap fail, the stream ends with a TablesDroppedError (409).
+// on_gap fail, the stream ends with a TablesDroppedError (409) right
+// before the DROP (see check).
 //
 // The same gap is met from the other side by a reader whose position is
 // before the DROP when no tail holds it (a cursor read after a restart):
@@ -111,7 +112,10 @@ func (w *droppedWatch) Next(ctx context.Context) (*source.Txn, error) {
 		}
 		return nil, err
 	}
-	return w.check(t), nil
+	if t = w.check(t); t == nil {
+		return nil, w.err
+	}
+	return t, nil
 }
 
 func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
@@ -128,7 +132,10 @@ func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
 	if !ok {
 		return t, ok, err
 	}
-	return w.check(t), true, nil
+	if t = w.check(t); t == nil {
+		return nil, false, w.err
+	}
+	return t, true, nil
 }
 
 // refused answers vttablet refusing the stream for a table that is gone
@@ -183,7 +190,11 @@ func (w *droppedWatch) pending() (*source.Txn, bool, error) {
 }
 
 // check passes t on and, when it drops the stream's tables, queues the
-// gap's notice or error after it.
+// gap's notice after it; with on_gap fail it returns nil instead, and the
+// stream ends with w.err *before* the DROP: the reader's last cursor stays
+// before it, so that reading on from that cursor, anywhere and any time
+// later, meets the DROP again and ends the same way. Past the DROP there
+// would be nothing to read, ever: silence.
 func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 	for _, e := range t.Events {
 		if e.Type != event.TypeDDL {
@@ -208,7 +219,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 			"stream", w.def.Name, "keyspace", ks, "tables", gone, "statement", m.Statement, "on_gap", w.def.OnGap)
 		if w.def.OnGap == streams.OnGapFail {
 			w.err = &TablesDroppedError{Keyspace: ks, Tables: gone}
-			break
+			return nil
 		}
 		notice := source.Control(event.TypeResync, ks, "", map[string]any{
 			"reason": ResyncTablesDropped, "tables": gone,
