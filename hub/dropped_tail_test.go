@@ -88,7 +88,7 @@ func TestTailEndsEveryFollowerWhenTablesDropped(t *testing.T) {
 // passes it on (source/tablemissing_test.go has the whole text).
 func refusal() error {
 	return vterrors.New(vtrpcpb.Code_UNKNOWN, "persistent error in vstream for customer/0 on tablet zone1-0000000200; giving up: "+
-		"stream (at source tablet) error @ MariaDB/0-1-11: failed to build table replication plan for table t: unknown table t in schema")
+		"stream (at source tablet) error @ (including the GTID we failed to process) 0-1-11: unknown table t in schema\nfailed to build table replication plan for table t\n")
 }
 
 // DESIGN §4.1 rule 9: a cursor from before the DROP read where no tail

@@ -15,12 +15,14 @@ import (
 )
 
 // unknownTable is vtgate v0.24.4 passing on vttablet's refusal of a
-// position before a DROP of a table of the filter (measured on the local
-// cluster after a MoveTables complete; vstreamer.go buildTableColumns).
+// position before a DROP of a table of the filter, as measured on the
+// local cluster after a MoveTables complete (TestMoveTablesDropped logs
+// it; vstreamer.go buildTableColumns, wrapped by buildTablePlan).
 func unknownTable(table string) error {
-	return vterrors.New(vtrpcpb.Code_UNKNOWN, "error starting stream from shard GTID keyspace:\"customer\" shard:\"0\" gtid:\"MariaDB/0-1-10\": "+
+	return vterrors.New(vtrpcpb.Code_UNKNOWN, "error starting stream from shard GTID keyspace:\"customer\" shard:\"0\" gtid:\"MariaDB/0-368028906-270\": "+
 		"persistent error in vstream for customer/0 on tablet zone1-0000000200; giving up: target: customer.0.primary: vttablet: rpc error: code = Unknown desc = "+
-		"stream (at source tablet) error @ (including the GTID we failed to process) MariaDB/0-1-11: failed to build table replication plan for table "+table+": unknown table "+table+" in schema")
+		"stream (at source tablet) error @ (including the GTID we failed to process) 0-368028906-271: unknown table "+table+" in schema\n"+
+		"failed to build table replication plan for table "+table+"\n")
 }
 
 const showT = "show tables like 't'"
