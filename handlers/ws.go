@@ -273,7 +273,15 @@ func (ws *wsSession) ended(err error) {
 		ws.closeWith(DisconnectSlow)
 	case err != nil && ws.ctx.Err() == nil:
 		ws.a.Log.Warn("websocket stream ended", "stream", ws.def.Name, "err", err)
-		ws.closeWith(DisconnectUpstream.withMessage(err.Error()))
+		d := DisconnectUpstream.withMessage(err.Error())
+		var e *Error
+		if errors.As(streamError(err), &e) && e.Status == http.StatusConflict {
+			// The stream cannot go on from here (tables_dropped,
+			// resume_impossible): the reason is the code a poller gets
+			// with its 409, so that a client tells it from an outage.
+			d.Reason, d.Message = e.Code, e.Message
+		}
+		ws.closeWith(d)
 	}
 	ws.cancel()
 }

@@ -37,7 +37,10 @@ var (
 	// full. Resume from the disconnect cursor.
 	DisconnectSlow = Disconnect{Code: 4008, Reason: "slow_consumer", Message: "send queue overflowed; resume from cursor"}
 	// DisconnectUpstream: the stream failed upstream (vtgate); the message
-	// is the error. Retry after a back-off from the disconnect cursor.
+	// is the error. Retry after a back-off from the disconnect cursor. A
+	// stream that cannot go on (the 409s of a poller: tables_dropped,
+	// resume_impossible) closes with this code and that error code as its
+	// reason.
 	DisconnectUpstream = Disconnect{Code: 4011, Reason: "upstream_failed"}
 )
 

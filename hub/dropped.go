@@ -3,9 +3,11 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"vitess.io/vitess/go/vt/sqlparser"
 
@@ -21,7 +23,16 @@ import (
 // tables dropped (or renamed away) reports a gap under the stream's
 // on_gap instead of going silent: a `resync` (reason tables_dropped) and
 // reading on (nothing more comes unless the tables come back), or, with
-// on_gap fail, the stream ends with a TablesDroppedError (409).
+// on_gap fail, the stream ends with a TablesDroppedError (409) right
+// before the DROP (see check).
+//
+// The same gap is met from the other side by a reader whose position is
+// before the DROP when no tail holds it (a cursor read after a restart):
+// vttablet refuses to stream the table's rows ahead of it, which the
+// source reports as a *source.TableMissingError once vtgate confirms the
+// table gone. That refusal gets the same answer under on_gap, the resync
+// reading on from the live end (where the reader would have been, past
+// the DROP), instead of a 502 and a client retrying into it forever.
 
 // ResyncTablesDropped: the stream's tables were dropped from its keyspace.
 const ResyncTablesDropped = "tables_dropped"
@@ -75,15 +86,19 @@ type droppedWatch struct {
 	txnSource
 	h   *Hub
 	def *streams.Definition
-	out []*source.Txn
-	err error
+	// ctx and spec reopen the stream at the live end after a resync for
+	// a refused position.
+	ctx  context.Context
+	spec source.Spec
+	out  []*source.Txn
+	err  error
 }
 
-func (h *Hub) watchDropped(def *streams.Definition, src txnSource) txnSource {
-	if len(def.TableNames()) == 0 {
-		return src // /regex/ tables: nothing to compare a DROP with
-	}
-	return &droppedWatch{txnSource: src, h: h, def: def}
+// watchDropped wraps src, the VStream of def opened under ctx with spec.
+// A stream matching its tables by /regex/ has no names to compare a DROP
+// with, but vttablet's refusal names the table it matched.
+func (h *Hub) watchDropped(ctx context.Context, def *streams.Definition, spec source.Spec, src txnSource) txnSource {
+	return &droppedWatch{txnSource: src, h: h, def: def, ctx: ctx, spec: spec}
 }
 
 func (w *droppedWatch) Next(ctx context.Context) (*source.Txn, error) {
@@ -92,9 +107,15 @@ func (w *droppedWatch) Next(ctx context.Context) (*source.Txn, error) {
 	}
 	t, err := w.txnSource.Next(ctx)
 	if err != nil {
+		if err = w.refused(err); err == nil {
+			return w.Next(ctx)
+		}
 		return nil, err
 	}
-	return w.check(t), nil
+	if t = w.check(t); t == nil {
+		return nil, w.err
+	}
+	return t, nil
 }
 
 func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
@@ -102,10 +123,56 @@ func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
 		return t, ok, err
 	}
 	t, ok, err := w.txnSource.TryNext()
-	if !ok || err != nil {
+	if err != nil {
+		if err = w.refused(err); err == nil {
+			return w.TryNext()
+		}
+		return nil, false, err
+	}
+	if !ok {
 		return t, ok, err
 	}
-	return w.check(t), true, nil
+	if t = w.check(t); t == nil {
+		return nil, false, w.err
+	}
+	return t, true, nil
+}
+
+// refused answers vttablet refusing the stream for a table that is gone
+// (a *source.TableMissingError: the position is before the DROP, and no
+// tail holds what followed) under the stream's on_gap: the
+// TablesDroppedError with on_gap fail; with resync, nil after queueing
+// the notice and reopening the stream at the live end — from the same
+// position the refusal would come back, forever. Any other error is
+// returned as it is.
+func (w *droppedWatch) refused(err error) error {
+	var tm *source.TableMissingError
+	if !errors.As(err, &tm) {
+		return err
+	}
+	gone := []string{tm.Table}
+	for _, n := range w.def.TableNames() {
+		if strings.EqualFold(n, tm.Table) {
+			gone = []string{n}
+		}
+	}
+	dropped := &TablesDroppedError{Keyspace: tm.Keyspace, Tables: gone}
+	metrics.StreamTablesDropped(w.def.Name)
+	w.h.log.Error("vttablet refuses a stream's position: its table is gone from the keyspace, with rows ahead of the position (a MoveTables complete without --vtctld?)",
+		"stream", w.def.Name, "keyspace", tm.Keyspace, "tables", gone, "on_gap", w.def.OnGap, "err", err)
+	if w.def.OnGap == streams.OnGapFail {
+		w.err = dropped
+		return dropped
+	}
+	live := source.StartNow(w.spec.Keyspace)
+	notice := source.Control(event.TypeResync, tm.Keyspace, "", map[string]any{
+		"reason": ResyncTablesDropped, "tables": gone,
+		"message": dropped.Error() + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
+	})
+	w.out = append(w.out, &source.Txn{VGtid: live, Events: []event.Event{notice}, Received: time.Now()})
+	w.txnSource.Close()
+	w.txnSource = w.h.src.Open(w.ctx, w.spec, live)
+	return nil
 }
 
 func (w *droppedWatch) Buffered() int { return len(w.out) + w.txnSource.Buffered() }
@@ -123,7 +190,11 @@ func (w *droppedWatch) pending() (*source.Txn, bool, error) {
 }
 
 // check passes t on and, when it drops the stream's tables, queues the
-// gap's notice or error after it.
+// gap's notice after it; with on_gap fail it returns nil instead, and the
+// stream ends with w.err *before* the DROP: the reader's last cursor stays
+// before it, so that reading on from that cursor, anywhere and any time
+// later, meets the DROP again and ends the same way. Past the DROP there
+// would be nothing to read, ever: silence.
 func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 	for _, e := range t.Events {
 		if e.Type != event.TypeDDL {
@@ -135,7 +206,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 		if json.Unmarshal(append(append([]byte(nil), e.JSON...), '}'), &m) != nil {
 			continue
 		}
-		gone := droppedTables(m.Statement, w.def.TableNames())
+		gone := droppedTables(m.Statement, w.def.TableNames()) // none for /regex/ tables
 		if len(gone) == 0 {
 			continue
 		}
@@ -148,7 +219,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 			"stream", w.def.Name, "keyspace", ks, "tables", gone, "statement", m.Statement, "on_gap", w.def.OnGap)
 		if w.def.OnGap == streams.OnGapFail {
 			w.err = &TablesDroppedError{Keyspace: ks, Tables: gone}
-			break
+			return nil
 		}
 		notice := source.Control(event.TypeResync, ks, "", map[string]any{
 			"reason": ResyncTablesDropped, "tables": gone,

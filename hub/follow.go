@@ -25,7 +25,8 @@ import (
 // position on that shard does not hold, in the tail's order, and its
 // position after each is its own with that shard advanced. A reader that
 // falls out of the ring (slower than the ring is long), or whose tail
-// stops, goes on privately from where it is; it never slows the tail.
+// stops, goes on privately from where it is; it never slows the tail —
+// unless the stream itself ended (streamEnded): then so does the reader.
 type followSource struct {
 	h   *Hub
 	def *streams.Definition
@@ -128,6 +129,9 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
+				if streamEnded(err) {
+					return nil, err
+				}
 				f.leave(err)
 				continue
 			}
@@ -168,6 +172,14 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 		}
 		return f.count(txn), nil
 	}
+}
+
+// streamEnded reports whether the tail's ring closed because the stream
+// itself ended (its tables dropped, on_gap fail): a follower ends with the
+// same error instead of reading on privately from past the end.
+func streamEnded(err error) bool {
+	var dropped *TablesDroppedError
+	return errors.As(err, &dropped)
 }
 
 // errChunkUnaligned: the tail's next entry starts a chunked transaction
@@ -229,6 +241,9 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 		if f.ring != nil {
 			e, err := f.ring.get(context.Background(), f.seq, false)
 			if err != nil {
+				if streamEnded(err) {
+					return nil, false, err
+				}
 				f.leave(err)
 				continue
 			}

@@ -98,7 +98,8 @@ type lookup struct {
 func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
 	ks := keyspaceOf(pos, def.Keyspace)
 	if h.mover == nil {
-		return h.watchDropped(def, h.src.Open(ctx, h.spec(def, ks), pos, opts...))
+		spec := h.spec(def, ks)
+		return h.watchDropped(ctx, def, spec, h.src.Open(ctx, spec, pos, opts...))
 	}
 	m := &movingSource{h: h, def: def, pos: pos, ks: ks, opts: opts}
 	m.ctx, m.cancel = context.WithCancel(ctx)

@@ -229,7 +229,10 @@ func (r *ring) stats() (entries, bytes int) {
 func (r *ring) joinAt(pos *binlogdatapb.VGtid) (uint64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.err != nil {
+	if r.err != nil && !streamEnded(r.err) {
+		// A tail that stopped has no more to give. One whose stream
+		// ended (its tables dropped) still serves what it has, and then
+		// the end, to a reader that gets there.
 		return 0, false
 	}
 	reader := position.Of(pos)

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -189,8 +190,22 @@ func (t *tail) run(ctx context.Context) {
 	for {
 		txn, err := r.Next(ctx)
 		if err != nil {
+			var dropped *TablesDroppedError
+			ended := errors.As(err, &dropped)
 			if ring != nil {
-				ring.close(errRingClosed)
+				if ended {
+					// The stream itself ended (on_gap fail, DESIGN §4.1
+					// rule 9): every follower ends with it once it has
+					// read up to the DROP, as a reader of its own would.
+					// Reading on privately past the DROP would be silence.
+					ring.close(err)
+				} else {
+					ring.close(errRingClosed)
+				}
+			}
+			if ended {
+				log.Warn("stream tail ended: the stream's tables were dropped; its readers end with it", "err", err)
+				return
 			}
 			if t.idleStop.Load() {
 				log.Info("stream tail stopped: no readers", "idle", t.h.tailOpts.Idle)

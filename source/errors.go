@@ -70,6 +70,9 @@ var permanentMessages = []string{
 	"failed to build table replication plan",
 	"Query was empty",
 	"not found in the",
+	// vttablet's "unknown table T in schema": permanent for Retryable,
+	// but a Reader first asks vtgate whether T is gone (UnknownTable,
+	// tablemissing.go) and retries while it is not.
 	"unknown table",
 	// vttablet/tabletserver/vstreamer/planbuilder.go, FAILED_PRECONDITION.
 	"not found in table",

@@ -193,7 +193,15 @@ func (r *Reader) run(ctx context.Context, from *binlogdatapb.VGtid) {
 			r.send(ctx, result{err: ErrStopped})
 			return
 		}
-		if !Retryable(err) {
+		if table, ok := UnknownTable(err); ok {
+			// Final only once vtgate confirms the table is gone (see
+			// UnknownTable); otherwise it is retried like any outage.
+			if tm := r.tableMissing(ctx, table, err); tm != nil {
+				r.endOutage("failed")
+				r.send(ctx, result{err: tm})
+				return
+			}
+		} else if !Retryable(err) {
 			r.endOutage("failed")
 			r.send(ctx, result{err: err})
 			return

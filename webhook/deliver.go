@@ -48,8 +48,14 @@ func (d *deliverer) run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, errStopped), errors.Is(err, ErrGone):
+		case errors.Is(err, errStopped), errors.Is(err, ErrGone), errors.Is(err, ErrStreamEnded):
 			return err
+		}
+		var dropped *hub.TablesDroppedError
+		if errors.As(err, &dropped) {
+			// Reopening from the stored cursor would end the same way,
+			// forever and out of sight: the webhook stops, and says so.
+			return d.ended(ctx, err)
 		}
 		if progressed {
 			eb.Reset()
@@ -354,6 +360,20 @@ func (d *deliverer) disable(ctx context.Context, a *attempt) error {
 	d.s.metrics.deliveries.WithLabelValues(wh.ID, "disabled").Inc()
 	d.log.Warn("webhook disabled: receiver answered 410 Gone", "status", a.status)
 	return ErrGone
+}
+
+// ended disables the webhook whose stream cannot go on (err says why): the
+// cursor stays where it is, after every batch the receiver confirmed.
+func (d *deliverer) ended(ctx context.Context, err error) error {
+	wh := d.wh.Load()
+	st := &Status{Disabled: true, DisabledReason: "tables_dropped: " + err.Error(), DisabledAt: d.s.now().UTC()}
+	v, _ := json.Marshal(st)
+	if perr := d.s.st.PutFenced(ctx, nsStatus, wh.ID, v, d.lease.Name, d.lease.Token); perr != nil {
+		return fenced(perr)
+	}
+	d.s.metrics.deliveries.WithLabelValues(wh.ID, "disabled").Inc()
+	d.log.Error("webhook disabled: its stream ended", "err", err)
+	return fmt.Errorf("%w: %w", ErrStreamEnded, err)
 }
 
 // ack moves the webhook's cursor to pos, fenced by the lease.

@@ -50,6 +50,18 @@ type fakeLog struct {
 	mu      sync.Mutex
 	txns    []*source.Txn
 	changed chan struct{}
+	// ended, when set, is what a feed that has read every transaction
+	// gets: the stream ended (hub.TablesDroppedError).
+	ended error
+}
+
+// end makes the stream end with err after its last transaction.
+func (l *fakeLog) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = err
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 // newFakeLog returns a log holding one position-only transaction, so that
@@ -124,12 +136,18 @@ func (l *fakeLog) addN(txns, rowsEach int) {
 }
 
 func (l *fakeLog) at(i int) (*source.Txn, chan struct{}) {
+	t, wait, _ := l.atOrEnd(i)
+	return t, wait
+}
+
+// atOrEnd is at, or the stream's end past its last transaction.
+func (l *fakeLog) atOrEnd(i int) (*source.Txn, chan struct{}, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if i < len(l.txns) {
-		return l.txns[i], nil
+		return l.txns[i], nil, nil
 	}
-	return nil, l.changed
+	return nil, l.changed, l.ended
 }
 
 func (l *fakeLog) len() int {
@@ -190,9 +208,12 @@ func (f *fakeFeed) Next(ctx context.Context) (*hub.Delivery, error) {
 		return d, nil
 	}
 	for {
-		t, wait := f.log.at(f.next)
+		t, wait, err := f.log.atOrEnd(f.next)
 		if t != nil {
 			return f.deliver(t), nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
@@ -207,9 +228,9 @@ func (f *fakeFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
 		f.first = nil
 		return d, true, nil
 	}
-	t, _ := f.log.at(f.next)
+	t, _, err := f.log.atOrEnd(f.next)
 	if t == nil {
-		return nil, false, nil
+		return nil, false, err
 	}
 	return f.deliver(t), true, nil
 }

@@ -273,6 +273,8 @@ func (sv *Supervisor) finish(w *Webhook, r *run, err error) {
 	switch {
 	case errors.Is(err, ErrGone):
 		d.log.Warn("webhook delivery stopped: disabled by the receiver")
+	case errors.Is(err, ErrStreamEnded):
+		d.log.Warn("webhook delivery stopped: disabled, its stream ended", "err", err)
 	default:
 		d.log.Info("webhook delivery stopped", "reason", stopReason(err))
 	}

@@ -34,6 +34,10 @@ var (
 	// ErrGone: the receiver answered 410; the webhook is disabled until it
 	// is resumed.
 	ErrGone = errors.New("webhook: receiver is gone (410)")
+	// ErrStreamEnded: the webhook's stream cannot go on from its cursor
+	// (its tables were dropped and its on_gap is fail); the webhook is
+	// disabled, its status says why, until it is resumed.
+	ErrStreamEnded = errors.New("webhook: the stream ended")
 	// errStopped: the deliverer must stop because it lost the lease or the
 	// webhook was paused, disabled or deleted. Not an operational error.
 	errStopped = errors.New("webhook: deliverer stopped")
