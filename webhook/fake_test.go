@@ -448,9 +448,12 @@ func (r *receiver) messages() []*message {
 
 // accepted returns the messages answered 2xx, first per webhook-id.
 func (r *receiver) accepted() []*message {
+	// Under the lock: a request still being answered sets its status.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	seen := map[string]bool{}
 	var out []*message
-	for _, m := range r.messages() {
+	for _, m := range r.msgs {
 		if m.Status >= 200 && m.Status < 300 && !seen[m.ID] {
 			seen[m.ID] = true
 			out = append(out, m)
