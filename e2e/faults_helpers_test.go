@@ -404,3 +404,63 @@ func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
 }
 
 var errNotYet = errors.New("not yet")
+
+// faultRun is what every fault test sets up before its fault: a gateway
+// (with the webhook test flags and the given ones), a stream on customer,
+// readers on every transport and a webhook from the stream's first
+// position, a writer at 20 rows/s, and rows seen by every reader.
+type faultRun struct {
+	g      *gateway
+	stream string
+	f      *faultReaders
+	w      *steadyWriter
+	// upstreamFailed is the WebSocket upstream_failed count at the start.
+	upstreamFailed float64
+	stopReaders    context.CancelFunc
+}
+
+func startFaultRun(t *testing.T, ctx context.Context, prefix string, flags ...string) *faultRun {
+	t.Helper()
+	g := startGateway(t, whGatewayFlags(t, append([]string{"--max-conns-per-token", "0"}, flags...)...)...)
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	r := &faultRun{g: g, stream: prefix + "-" + suffix}
+	g.createStream(t, map[string]any{"name": r.stream, "keyspace": "customer", "tables": []string{"customer"}})
+	start := initialCursor(t, ctx, g, r.stream)
+	r.upstreamFailed = wsDisconnects(t, g, "upstream_failed")
+	rctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	r.stopReaders = stop
+	r.f = startFaultReaders(t, rctx, g, r.stream, start)
+	r.w = newSteadyWriter(t, prefix+suffix)
+	r.w.start(ctx, 50*time.Millisecond)
+	r.f.waitRowsAfter(t, ctx, r.w, time.Time{}, 20, "before the fault")
+	return r
+}
+
+// finish stops the writer, writes the sentinels, waits until every reader
+// has every row written, stops the readers and checks each got every row
+// exactly once, in order per shard. It returns the rows written.
+func (r *faultRun) finish(t *testing.T, ctx context.Context, during string) []string {
+	t.Helper()
+	r.w.stopWriting()
+	r.w.sentinels(t, ctx, sentinels)
+	want, failed := r.w.settle(t, ctx)
+	r.f.waitAll(t, ctx, "at the end", want)
+	r.stopReaders()
+	if during != "" {
+		during = " " + during
+	}
+	t.Logf("%d rows written (%d inserts failed%s)", len(want), failed, during)
+	r.f.check(t, ctx, r.g, r.stream, want)
+	return want
+}
+
+// noneClosedUpstreamFailed checks that no WebSocket was closed as
+// upstream_failed since the start: a fault the gateway rides out is not
+// a reader's failure.
+func (r *faultRun) noneClosedUpstreamFailed(t *testing.T) {
+	t.Helper()
+	if n := wsDisconnects(t, r.g, "upstream_failed") - r.upstreamFailed; n != 0 {
+		t.Errorf("%v WebSockets closed as upstream_failed", n)
+	}
+}

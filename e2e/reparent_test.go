@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,19 +61,8 @@ func TestReparents(t *testing.T) {
 		}
 	})
 
-	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0", "--primary-poll", primaryPoll.String())...)
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	stream := "rep-" + suffix
-	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
-	start := initialCursor(t, ctx, g, stream)
-	upstreamFailed := wsDisconnects(t, g, "upstream_failed")
-
-	rctx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	f := startFaultReaders(t, rctx, g, stream, start)
-	w := newSteadyWriter(t, "rep"+suffix)
-	w.start(ctx, 50*time.Millisecond)
-	f.waitRowsAfter(t, ctx, w, time.Time{}, 20, "before the faults")
+	run := startFaultRun(t, ctx, "rep", "--primary-poll", primaryPoll.String())
+	g, stream, f, w := run.g, run.stream, run.f, run.w
 
 	// Fault 1: PlannedReparentShard of -80 onto the replica.
 	prsAt := time.Now()
@@ -114,14 +102,7 @@ func TestReparents(t *testing.T) {
 		primary.Alias(), back.Alias(), ersDone.Sub(killAt).Round(time.Millisecond))
 	f.waitRowsAfter(t, ctx, w, ersDone, 60, "after the emergency reparent")
 
-	w.stopWriting()
-	w.sentinels(t, ctx, sentinels)
-	want, failed := w.settle(t, ctx)
-	f.waitAll(t, ctx, "at the end", want)
-	stopReaders()
-	t.Logf("%d rows written (%d inserts failed during the reparents)", len(want), failed)
-
-	f.check(t, ctx, g, stream, want)
+	run.finish(t, ctx, "during the reparents")
 	f.report(t, "PlannedReparentShard", w, prsAt, afterPRS)
 	f.report(t, "mysqld killed + EmergencyReparentShard", w, killAt, time.Now())
 	// PRS: vtgate moves the VStream to the new primary by itself within a
@@ -146,9 +127,7 @@ func TestReparents(t *testing.T) {
 		regexp.QuoteMeta(primary.Alias()) + ` new_primary=` + regexp.QuoteMeta(back.Alias())).MatchString(g.log.String()) {
 		t.Errorf("no log of -80's primary changing from %s to %s", primary.Alias(), back.Alias())
 	}
-	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
-		t.Errorf("%v WebSockets closed as upstream_failed", n)
-	}
+	run.noneClosedUpstreamFailed(t)
 	n := metricSum(t, g, "vsg_upstream_interruptions_total", `stream="`+stream+`"`)
 	secs := metricSum(t, g, "vsg_upstream_outage_seconds_sum", `stream="`+stream+`"`)
 	t.Logf("gateway: %v interruptions of the stream's VStreams, %.1f s in all", n, secs)

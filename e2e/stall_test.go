@@ -49,20 +49,9 @@ func TestVtgateNetworkStall(t *testing.T) {
 	}
 	twoShards(t, ctx)
 
-	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
+	run := startFaultRun(t, ctx, "stall")
+	g, stream, f, w := run.g, run.stream, run.f, run.w
 	gatewayPid := g.cmd.Process.Pid
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	stream := "stall-" + suffix
-	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
-	start := initialCursor(t, ctx, g, stream)
-	upstreamFailed := wsDisconnects(t, g, "upstream_failed")
-
-	rctx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	f := startFaultReaders(t, rctx, g, stream, start)
-	w := newSteadyWriter(t, "stall"+suffix)
-	w.start(ctx, 50*time.Millisecond)
-	f.waitRowsAfter(t, ctx, w, time.Time{}, 20, "before the stall")
 
 	stallAt := time.Now()
 	heal := stallPort(t, ctx, port)
@@ -87,13 +76,7 @@ func TestVtgateNetworkStall(t *testing.T) {
 	t.Logf("network healed after %v, at %s", healAt.Sub(stallAt).Round(time.Millisecond), healAt.UTC().Format(time.RFC3339Nano))
 	f.waitRowsAfter(t, ctx, w, healAt, 100, "after the stall")
 
-	w.stopWriting()
-	w.sentinels(t, ctx, sentinels)
-	want, failed := w.settle(t, ctx)
-	f.waitAll(t, ctx, "at the end", want)
-	stopReaders()
-	t.Logf("%d rows written (%d inserts failed)", len(want), failed)
-
+	want := run.finish(t, ctx, "")
 	// Rows written during the stall were on both shards.
 	during := map[string]int{}
 	shards := shardOf(f.readers[0])
@@ -108,7 +91,6 @@ func TestVtgateNetworkStall(t *testing.T) {
 	}
 	t.Logf("rows written during the stall: %v", during)
 
-	f.check(t, ctx, g, stream, want)
 	f.report(t, "network stall 20 s", w, stallAt, time.Now())
 
 	// The same gateway process throughout, no reader closed for it.
@@ -120,9 +102,7 @@ func TestVtgateNetworkStall(t *testing.T) {
 	if g.cmd.Process.Pid != gatewayPid {
 		t.Fatal("the gateway was restarted")
 	}
-	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
-		t.Errorf("%v WebSockets closed as upstream_failed", n)
-	}
+	run.noneClosedUpstreamFailed(t)
 
 	// Detected within the budget, logged with the silence, counted.
 	log := g.log.String()

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,19 +48,8 @@ func TestTabletRestartOtherShardFlows(t *testing.T) {
 		}
 	})
 
-	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	stream := "tab-" + suffix
-	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
-	start := initialCursor(t, ctx, g, stream)
-	upstreamFailed := wsDisconnects(t, g, "upstream_failed")
-
-	rctx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	f := startFaultReaders(t, rctx, g, stream, start)
-	w := newSteadyWriter(t, "tab"+suffix)
-	w.start(ctx, 50*time.Millisecond)
-	f.waitRowsAfter(t, ctx, w, time.Time{}, 20, "before the fault")
+	run := startFaultRun(t, ctx, "tab")
+	g, f, w := run.g, run.f, run.w
 
 	stopAt := time.Now()
 	if err := cluster.StopTablet(ctx, uid); err != nil {
@@ -103,14 +91,7 @@ func TestTabletRestartOtherShardFlows(t *testing.T) {
 	// -80's rows come back: wait for rows written after its return on
 	// both shards.
 	f.waitRowsAfter(t, ctx, w, startedAt, 100, "after -80 returned")
-	w.stopWriting()
-	w.sentinels(t, ctx, sentinels)
-	want, failed := w.settle(t, ctx)
-	f.waitAll(t, ctx, "at the end", want)
-	stopReaders()
-	t.Logf("%d rows written (%d inserts failed while -80 was down)", len(want), failed)
-
-	f.check(t, ctx, g, stream, want)
+	run.finish(t, ctx, "while -80 was down")
 	f.report(t, "-80 tablet down 30 s", w, stopAt, time.Now())
 	// How long -80's rows took to come back after its tablet did.
 	inserted = w.insertedAt()
@@ -129,9 +110,7 @@ func TestTabletRestartOtherShardFlows(t *testing.T) {
 		parts = append(parts, r.name+": 80- gap "+gap80.Round(100*time.Millisecond).String()+", first -80 row "+first.Round(100*time.Millisecond).String())
 	}
 	t.Logf("while -80 was away, longest wait for an 80- row and the first -80 row after its return: %s", strings.Join(parts, "; "))
-	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
-		t.Errorf("%v WebSockets closed as upstream_failed", n)
-	}
+	run.noneClosedUpstreamFailed(t)
 	for _, line := range strings.Split(g.log.String(), "\n") {
 		if strings.Contains(line, "upstream") && (strings.Contains(line, "level=WARN") || strings.Contains(line, "available again")) {
 			t.Logf("gateway: %.400s", line)

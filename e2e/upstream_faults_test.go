@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,19 +219,8 @@ func TestVtgateOutages(t *testing.T) {
 			t.Errorf("start vtgate after the test: %v", err)
 		}
 	})
-	g := startGateway(t, whGatewayFlags(t, "--max-conns-per-token", "0")...)
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	stream := "vtg-" + suffix
-	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}})
-	start := initialCursor(t, ctx, g, stream)
-	upstreamFailed := wsDisconnects(t, g, "upstream_failed")
-
-	rctx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	f := startFaultReaders(t, rctx, g, stream, start)
-	w := newSteadyWriter(t, "vtg"+suffix)
-	w.start(ctx, 50*time.Millisecond)
-	f.waitRowsAfter(t, ctx, w, time.Time{}, 20, "before the faults")
+	run := startFaultRun(t, ctx, "vtg")
+	g, stream, f, w := run.g, run.stream, run.f, run.w
 
 	// Fault 1: vtgate restarts (SIGTERM, start, serving again).
 	restartAt := time.Now()
@@ -275,14 +263,7 @@ func TestVtgateOutages(t *testing.T) {
 	t.Logf("vtgate gone for %v", upAt.Sub(goneAt).Round(time.Millisecond))
 	f.waitRowsAfter(t, ctx, w, upAt, 100, "after the outage")
 
-	w.stopWriting()
-	w.sentinels(t, ctx, sentinels)
-	want, failed := w.settle(t, ctx)
-	f.waitAll(t, ctx, "at the end", want)
-	stopReaders()
-	t.Logf("%d rows written (%d inserts failed while vtgate was away)", len(want), failed)
-
-	f.check(t, ctx, g, stream, want)
+	run.finish(t, ctx, "while vtgate was away")
 	f.report(t, "vtgate restart", w, restartAt, afterRestart)
 	f.report(t, "vtgate down 30 s", w, downAt, time.Now())
 	// Rows written once vtgate serves again reach every reader promptly:
@@ -290,9 +271,7 @@ func TestVtgateOutages(t *testing.T) {
 	if lat := f.maxLatency(w, upAt, time.Now()); lat > 15*time.Second {
 		t.Errorf("rows written after vtgate came back waited up to %v", lat)
 	}
-	if n := wsDisconnects(t, g, "upstream_failed") - upstreamFailed; n != 0 {
-		t.Errorf("%v WebSockets closed as upstream_failed", n)
-	}
+	run.noneClosedUpstreamFailed(t)
 	// Logged and counted, with the outage's duration.
 	var longest time.Duration
 	for _, m := range outageLogged.FindAllStringSubmatch(g.log.String(), -1) {

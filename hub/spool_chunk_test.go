@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
-	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -21,42 +19,13 @@ import (
 // -80. The stream continues on shard 0 at pos(50).
 func spooledChunked(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	e := newEnv(t)
-	e.ack(t, "alice", mergePos(10, 10))
-	log := "spool/orders/alice/merge"
-	ev := func(shard string, id int) event.Event {
-		return event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: ks, Shard: shard, Table: "t",
-			JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"id":%d}`, id)}
-	}
-	for _, txn := range []*source.Txn{
-		{VGtid: mergePos(11, 10), Events: []event.Event{ev("-80", 1)}},
-		{VGtid: mergePos(11, 10), Events: []event.Event{ev("80-", 2), ev("80-", 3)}, Partial: true},
-		{VGtid: mergePos(11, 10), Events: []event.Event{ev("80-", 4)}, Partial: true, Continued: true},
-		{VGtid: mergePos(11, 11), Events: []event.Event{ev("80-", 5)}, Continued: true},
-		{VGtid: mergePos(12, 11), Events: []event.Event{ev("-80", 6)}},
-	} {
-		txn.CommitTS = 100
-		b, err := encodeSpoolEntry(txn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.st.Append(ctx, log, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	from, _ := position.Of(mergePos(10, 10)).Marshal()
-	after, _ := position.Of(pos(50)).Marshal()
-	st.Bridges = []Bridge{{Journal: "merge", Log: log, From: from, After: after, Events: 6}}
-	if err := e.hub.cursors.put(ctx, e.def.Name, st); err != nil {
-		t.Fatal(err)
-	}
-	e.fake.SetTopology(ks, []string{"0"}, nil)
-	return e
+	return withSpool(t,
+		&source.Txn{VGtid: mergePos(11, 10), Events: []event.Event{spoolRow("-80", 1)}},
+		&source.Txn{VGtid: mergePos(11, 10), Events: []event.Event{spoolRow("80-", 2), spoolRow("80-", 3)}, Partial: true},
+		&source.Txn{VGtid: mergePos(11, 10), Events: []event.Event{spoolRow("80-", 4)}, Partial: true, Continued: true},
+		&source.Txn{VGtid: mergePos(11, 11), Events: []event.Event{spoolRow("80-", 5)}, Continued: true},
+		&source.Txn{VGtid: mergePos(12, 11), Events: []event.Event{spoolRow("-80", 6)}},
+	)
 }
 
 // A spool keeps a chunked transaction's pieces with their marks, and a

@@ -26,10 +26,7 @@ func mergePos(lo, hi int) *binlogdatapb.VGtid {
 // shard 0 at pos(50).
 func spooledMerge(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	e := newEnv(t)
-	e.ack(t, "alice", mergePos(10, 10))
-	log := "spool/orders/alice/merge"
+	var txns []*source.Txn
 	lo, hi := 10, 10
 	for id := 1; id <= 6; id++ {
 		shard := "-80"
@@ -38,10 +35,29 @@ func spooledMerge(t *testing.T) *env {
 		} else {
 			lo++
 		}
-		txn := &source.Txn{VGtid: mergePos(lo, hi), CommitTS: 100, Events: []event.Event{{
-			Type: event.TypeChange, Op: event.OpInsert, Keyspace: ks, Shard: shard, Table: "t",
-			JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"id":%d}`, id),
-		}}}
+		txns = append(txns, &source.Txn{VGtid: mergePos(lo, hi), Events: []event.Event{spoolRow(shard, id)}})
+	}
+	return withSpool(t, txns...)
+}
+
+// spoolRow is an insert of id into t on shard, as a spool entry holds it.
+func spoolRow(shard string, id int) event.Event {
+	return event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: ks, Shard: shard, Table: "t",
+		JSON: fmt.Appendf(nil, `{"type":"change","op":"insert","table":"t","after":{"id":%d}`, id)}
+}
+
+// withSpool gives alice (acked at -80:10, 80-:10) a bridge across a merge
+// whose spool holds txns; the old shards are gone and the stream continues
+// on shard 0 at pos(50).
+func withSpool(t *testing.T, txns ...*source.Txn) *env {
+	t.Helper()
+	ctx := context.Background()
+	e := newEnv(t)
+	e.ack(t, "alice", mergePos(10, 10))
+	log := "spool/orders/alice/merge"
+	events := 0
+	for _, txn := range txns {
+		txn.CommitTS = 100
 		b, err := encodeSpoolEntry(txn)
 		if err != nil {
 			t.Fatal(err)
@@ -49,6 +65,7 @@ func spooledMerge(t *testing.T) *env {
 		if _, err := e.st.Append(ctx, log, b); err != nil {
 			t.Fatal(err)
 		}
+		events += len(txn.Events)
 	}
 	st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
 	if err != nil {
@@ -56,7 +73,7 @@ func spooledMerge(t *testing.T) *env {
 	}
 	from, _ := position.Of(mergePos(10, 10)).Marshal()
 	after, _ := position.Of(pos(50)).Marshal()
-	st.Bridges = []Bridge{{Journal: "merge", Log: log, From: from, After: after, Events: 6}}
+	st.Bridges = []Bridge{{Journal: "merge", Log: log, From: from, After: after, Events: events}}
 	if err := e.hub.cursors.put(ctx, e.def.Name, st); err != nil {
 		t.Fatal(err)
 	}

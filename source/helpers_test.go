@@ -124,3 +124,15 @@ func samePos(t *testing.T, what string, got, want *binlogdatapb.VGtid) {
 		t.Fatalf("%s: position %v, want %v", what, got, want)
 	}
 }
+
+// cutMidTransaction is a stream that delivers the transaction at 11 and
+// then stops in the middle of the one at 12, and the stream that, reopened
+// at 11, delivers 12 whole.
+func cutMidTransaction() []fakevtgate.Script {
+	return []fakevtgate.Script{{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
+		{s0.Begin(101), s0.Insert("t", 101, []string{"2", "b"})}, // and then nothing
+	}}, {Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
+	}}}
+}

@@ -92,12 +92,7 @@ func TestReparentReopensStream(t *testing.T) {
 	before := reparents(t, "0")
 	sp := spec
 	sp.Name = "reparent-test"
-	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
-		{s0.Begin(101), s0.Insert("t", 101, []string{"2", "b"})}, // and then nothing
-	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
-	}})
+	fake.Push(cutMidTransaction()...)
 	r := c.Open(context.Background(), sp, pos(10))
 	t.Cleanup(r.Close)
 	samePos(t, "before the reparent", next(t, r).VGtid, pos(11))

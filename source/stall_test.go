@@ -33,12 +33,7 @@ func TestStalledStreamReopened(t *testing.T) {
 	t.Cleanup(c.Close)
 	stallSpec := spec
 	stallSpec.Name = "stall-test"
-	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
-		{s0.Begin(101), s0.Insert("t", 101, []string{"2", "b"})}, // and then nothing
-	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		s0.Txn(101, pos(12), tField, s0.Insert("t", 101, []string{"2", "b"})),
-	}})
+	fake.Push(cutMidTransaction()...)
 	r := c.Open(context.Background(), stallSpec, pos(10))
 	t.Cleanup(r.Close)
 	samePos(t, "before the stall", next(t, r).VGtid, pos(11))

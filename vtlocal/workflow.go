@@ -142,6 +142,13 @@ func writesSwitched(state string) bool {
 // with low lag. The workflow copies the schema to the new shards itself.
 // Calling it again for an existing workflow only waits.
 func (c *Cluster) Reshard(ctx context.Context, keyspace, workflow, from, to string) error {
+	return c.createWorkflow(ctx, keyspace, workflow, "Reshard", "--source-shards", from, "--target-shards", to)
+}
+
+// createWorkflow creates workflow in keyspace (its target) with the
+// command family's create arguments, unless it exists, and waits until
+// its copy phase is done and it replicates with low lag.
+func (c *Cluster) createWorkflow(ctx context.Context, keyspace, workflow, command string, args ...string) error {
 	unlock, err := c.lock()
 	if err != nil {
 		return err
@@ -156,9 +163,8 @@ func (c *Cluster) Reshard(ctx context.Context, keyspace, workflow, from, to stri
 		if err := c.waitVReplicationOpen(ctx, keyspace); err != nil {
 			return err
 		}
-		c.log.Info("creating Reshard workflow", "keyspace", keyspace, "workflow", workflow, "from", from, "to", to)
-		if _, err := c.vtctl(ctx, "Reshard", "--workflow", workflow, "--target-keyspace", keyspace, "create",
-			"--source-shards", from, "--target-shards", to); err != nil {
+		c.log.Info("creating workflow", "command", command, "keyspace", keyspace, "workflow", workflow, "args", args)
+		if _, err := c.vtctl(ctx, append([]string{command, "--workflow", workflow, "--target-keyspace", keyspace, "create"}, args...)...); err != nil {
 			return err
 		}
 	}
@@ -182,6 +188,13 @@ func (c *Cluster) SwitchTraffic(ctx context.Context, keyspace, workflow string) 
 }
 
 func (c *Cluster) switchTraffic(ctx context.Context, keyspace, workflow string) error {
+	return c.moveTraffic(ctx, keyspace, workflow, "switchtraffic", true)
+}
+
+// moveTraffic runs the traffic verb (switchtraffic or reversetraffic) of
+// workflow unless its writes are already where toTarget says, waits until
+// they are, then until vtgate serves queries again.
+func (c *Cluster) moveTraffic(ctx context.Context, keyspace, workflow, verb string, toTarget bool) error {
 	start := time.Now()
 	w, err := c.workflow(ctx, keyspace, workflow)
 	if err != nil {
@@ -194,15 +207,15 @@ func (c *Cluster) switchTraffic(ctx context.Context, keyspace, workflow string) 
 	if err != nil {
 		return err
 	}
-	if !writesSwitched(state) {
-		c.log.Info("switching traffic", "keyspace", keyspace, "workflow", workflow, "command", w.command())
+	if writesSwitched(state) != toTarget {
+		c.log.Info("moving traffic", "verb", verb, "keyspace", keyspace, "workflow", workflow, "command", w.command())
 		if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace,
-			"switchtraffic", "--tablet-types", "rdonly,replica,primary"); err != nil {
+			verb, "--tablet-types", "rdonly,replica,primary"); err != nil {
 			return err
 		}
-		if err := c.poll(ctx, c.timeout, "writes switched for "+workflow, func() (bool, error) {
+		if err := c.poll(ctx, c.timeout, verb+" of "+workflow, func() (bool, error) {
 			state, err := c.trafficState(ctx, w)
-			if err == nil && !writesSwitched(state) {
+			if err == nil && writesSwitched(state) != toTarget {
 				err = errors.New(state)
 			}
 			return err == nil, err
@@ -215,7 +228,7 @@ func (c *Cluster) switchTraffic(ctx context.Context, keyspace, workflow string) 
 			return err
 		}
 	}
-	c.log.Info("traffic switched", "keyspace", keyspace, "workflow", workflow, "took", since(start))
+	c.log.Info("traffic moved", "verb", verb, "keyspace", keyspace, "workflow", workflow, "took", since(start))
 	return nil
 }
 
@@ -239,14 +252,7 @@ func (c *Cluster) complete(ctx context.Context, keyspace, workflow string) error
 		return err
 	}
 	if w != nil {
-		c.log.Info("completing workflow", "keyspace", keyspace, "workflow", workflow, "command", w.command())
-		if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace, "complete"); err != nil {
-			return err
-		}
-		if err := c.poll(ctx, c.timeout, "workflow "+workflow+" to disappear", func() (bool, error) {
-			w, err := c.workflow(ctx, keyspace, workflow)
-			return err == nil && w == nil, err
-		}); err != nil {
+		if err := c.endWorkflow(ctx, w, keyspace, "complete"); err != nil {
 			return err
 		}
 	}
@@ -344,31 +350,7 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Mil
 // keyspace must exist; for a sharded target its vschema must already
 // name the tables. Calling it again for an existing workflow only waits.
 func (c *Cluster) MoveTables(ctx context.Context, target, workflow, source, tables string) error {
-	unlock, err := c.lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	start := time.Now()
-	w, err := c.workflow(ctx, target, workflow)
-	if err != nil {
-		return err
-	}
-	if w == nil {
-		if err := c.waitVReplicationOpen(ctx, target); err != nil {
-			return err
-		}
-		c.log.Info("creating MoveTables workflow", "target", target, "workflow", workflow, "source", source, "tables", tables)
-		if _, err := c.vtctl(ctx, "MoveTables", "--workflow", workflow, "--target-keyspace", target, "create",
-			"--source-keyspace", source, "--tables", tables); err != nil {
-			return err
-		}
-	}
-	if err := c.waitCaughtUp(ctx, target, workflow); err != nil {
-		return err
-	}
-	c.log.Info("workflow copied and running", "keyspace", target, "workflow", workflow, "took", since(start))
-	return nil
+	return c.createWorkflow(ctx, target, workflow, "MoveTables", "--source-keyspace", source, "--tables", tables)
 }
 
 // ReverseTraffic switches the traffic of a switched MoveTables or Reshard
@@ -381,41 +363,7 @@ func (c *Cluster) ReverseTraffic(ctx context.Context, keyspace, workflow string)
 		return err
 	}
 	defer unlock()
-	start := time.Now()
-	w, err := c.workflow(ctx, keyspace, workflow)
-	if err != nil {
-		return err
-	}
-	if w == nil {
-		return fmt.Errorf("no workflow %s in keyspace %s", workflow, keyspace)
-	}
-	state, err := c.trafficState(ctx, w)
-	if err != nil {
-		return err
-	}
-	if writesSwitched(state) {
-		c.log.Info("reversing traffic", "keyspace", keyspace, "workflow", workflow, "command", w.command())
-		if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace,
-			"reversetraffic", "--tablet-types", "rdonly,replica,primary"); err != nil {
-			return err
-		}
-		if err := c.poll(ctx, c.timeout, "writes reversed for "+workflow, func() (bool, error) {
-			state, err := c.trafficState(ctx, w)
-			if err == nil && writesSwitched(state) {
-				err = errors.New(state)
-			}
-			return err == nil, err
-		}); err != nil {
-			return err
-		}
-	}
-	if c.daemonPid(vtgateD) != 0 {
-		if err := c.waitVtgate(ctx, c.probes(ctx)); err != nil {
-			return err
-		}
-	}
-	c.log.Info("traffic reversed", "keyspace", keyspace, "workflow", workflow, "took", since(start))
-	return nil
+	return c.moveTraffic(ctx, keyspace, workflow, "reversetraffic", false)
 }
 
 // Cancel cancels a workflow whose writes are not switched (MoveTables:
@@ -430,12 +378,18 @@ func (c *Cluster) Cancel(ctx context.Context, keyspace, workflow string) error {
 	if err != nil || w == nil {
 		return err
 	}
-	c.log.Info("cancelling workflow", "keyspace", keyspace, "workflow", workflow, "command", w.command())
-	if _, err := c.vtctl(ctx, w.command(), "--workflow", workflow, "--target-keyspace", keyspace, "cancel"); err != nil {
+	return c.endWorkflow(ctx, w, keyspace, "cancel")
+}
+
+// endWorkflow runs the workflow's verb that removes it (complete or
+// cancel) and waits until it is gone.
+func (c *Cluster) endWorkflow(ctx context.Context, w *workflowInfo, keyspace, verb string) error {
+	c.log.Info("ending workflow", "verb", verb, "keyspace", keyspace, "workflow", w.Name, "command", w.command())
+	if _, err := c.vtctl(ctx, w.command(), "--workflow", w.Name, "--target-keyspace", keyspace, verb); err != nil {
 		return err
 	}
-	return c.poll(ctx, c.timeout, "workflow "+workflow+" to disappear", func() (bool, error) {
-		w, err := c.workflow(ctx, keyspace, workflow)
+	return c.poll(ctx, c.timeout, "workflow "+w.Name+" to disappear", func() (bool, error) {
+		w, err := c.workflow(ctx, keyspace, w.Name)
 		return err == nil && w == nil, err
 	})
 }
