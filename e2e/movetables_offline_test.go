@@ -67,19 +67,7 @@ func TestMoveTablesOffline(t *testing.T) {
 
 	db := globalDB(t)
 	w := &moveWriter{db: db, tag: "mto" + suffix}
-	stop := make(chan struct{})
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); w.run(ctx, stop) }()
-	waitRows := func(n int64) {
-		t.Helper()
-		target := w.n.Load() + n
-		eventually(t, time.Minute, fmt.Sprintf("%d more rows written", n), func() error {
-			if w.n.Load() < target {
-				return fmt.Errorf("%d written", w.n.Load())
-			}
-			return nil
-		})
-	}
+	waitRows, stopWriting := w.start(t, ctx)
 	waitRows(50)
 	wf := "mto" + suffix
 	if err := cluster.MoveTables(ctx, otherKeyspace, wf, homeKeyspace, "customer,corder"); err != nil {
@@ -162,8 +150,7 @@ func TestMoveTablesOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRows(50)
-	close(stop)
-	<-writerDone
+	stopWriting()
 	want := w.settle(t, ctx)
 	t.Logf("%d rows written (%d inserts failed during the switch)", len(want), w.errs)
 

@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -52,14 +49,7 @@ func TestMoveTablesReverse(t *testing.T) {
 	w := &moveWriter{db: db, tag: "mtr" + suffix}
 
 	cur := initialCursor(t, ctx, g, stream)
-	type reader struct {
-		name  string
-		p     *pumped
-		got   []ev
-		moves []movedEvent
-		err   error
-	}
-	var readers []*reader
+	var readers []*moveReader
 	for name, connect := range map[string]func(context.Context, *gateway, string, string, string) (client, error){
 		"ws": connectWS, "pull": connectPull,
 	} {
@@ -70,29 +60,10 @@ func TestMoveTablesReverse(t *testing.T) {
 		defer c.close()
 		p := pump(ctx, c)
 		defer p.stop()
-		readers = append(readers, &reader{name: name, p: p})
+		readers = append(readers, &moveReader{name: name, p: p})
 	}
-	stop := make(chan struct{})
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); w.run(ctx, stop) }()
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-writerDone
-	}()
-	waitRows := func(n int64) {
-		t.Helper()
-		target := w.n.Load() + n
-		eventually(t, time.Minute, fmt.Sprintf("%d more rows written", n), func() error {
-			if w.n.Load() < target {
-				return fmt.Errorf("%d written", w.n.Load())
-			}
-			return nil
-		})
-	}
+	waitRows, stopWriting := w.start(t, ctx)
+	defer stopWriting()
 	keyspaceIs := func(want string) {
 		t.Helper()
 		var def struct {
@@ -133,34 +104,13 @@ func TestMoveTablesReverse(t *testing.T) {
 	step("MoveTables cancel after the reverse", func() error { return cluster.Cancel(ctx, otherKeyspace, reversed) })
 	home = true
 	waitRows(30)
-	close(stop)
-	<-writerDone
+	stopWriting()
 	keyspaceIs(homeKeyspace)
 	want := w.settle(t, ctx)
 	t.Logf("%d rows written (%d inserts failed during switches)", len(want), w.errs)
 
-	end := newReadEnd(len(readers))
-	end.write = globalMarkers(db)
-	var wg sync.WaitGroup
+	readMoves(t, ctx, db, readers, want)
 	for _, r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.got, r.err = readTo(ctx, r.p.reader(), want, end, func(e ev) {
-				if e.Type == "moved" {
-					var m movedEvent
-					_ = json.Unmarshal(e.Raw, &m)
-					r.moves = append(r.moves, m)
-				}
-			})
-		}()
-	}
-	wg.Wait()
-	for _, r := range readers {
-		if r.err != nil {
-			t.Errorf("%s: %v", r.name, r.err)
-		}
-		checkExactlyOnce(t, r.name, r.got, want)
 		if len(r.moves) != 2 || r.moves[0].From != homeKeyspace || r.moves[0].To != otherKeyspace ||
 			r.moves[1].From != otherKeyspace || r.moves[1].To != homeKeyspace {
 			t.Errorf("%s: moved events %+v, want %s->%s, then back by ReverseTraffic", r.name, r.moves, homeKeyspace, otherKeyspace)

@@ -222,6 +222,72 @@ func applyCustomerVSchema(t *testing.T, ctx context.Context) {
 	}
 }
 
+// start has w write until the returned stop is called (stop waits for
+// the writer to end; calling it again does nothing, so a test may defer
+// it and also stop early); waitRows(n) waits until n more rows are
+// written.
+func (w *moveWriter) start(t *testing.T, ctx context.Context) (waitRows func(n int64), stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx, quit) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(quit) })
+		<-done
+	}
+	waitRows = func(n int64) {
+		t.Helper()
+		target := w.n.Load() + n
+		eventually(t, time.Minute, fmt.Sprintf("%d more rows written", n), func() error {
+			if w.n.Load() < target {
+				return fmt.Errorf("%d written", w.n.Load())
+			}
+			return nil
+		})
+	}
+	return waitRows, stop
+}
+
+// moveReader is a reader online through a MoveTables test: the rows it
+// got and the moved events.
+type moveReader struct {
+	name  string
+	p     *pumped
+	got   []ev
+	moves []movedEvent
+	err   error
+}
+
+// readMoves reads every reader up to the marker rows written once want
+// is all written, recording the moved events each gets, and checks that
+// each got every row of want exactly once.
+func readMoves(t *testing.T, ctx context.Context, db *sql.DB, readers []*moveReader, want []string) {
+	t.Helper()
+	end := newReadEnd(len(readers))
+	end.write = globalMarkers(db)
+	var wg sync.WaitGroup
+	for _, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.got, r.err = readTo(ctx, r.p.reader(), want, end, func(e ev) {
+				if e.Type == "moved" {
+					var m movedEvent
+					_ = json.Unmarshal(e.Raw, &m)
+					r.moves = append(r.moves, m)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for _, r := range readers {
+		if r.err != nil {
+			t.Errorf("%s: %v", r.name, r.err)
+		}
+		checkExactlyOnce(t, r.name, r.got, want)
+	}
+}
+
 // movedEvent is the payload of a `moved` control event.
 type movedEvent struct {
 	Tables []string `json:"tables"`
@@ -246,18 +312,11 @@ func TestMoveTablesFollow(t *testing.T) {
 	db := globalDB(t)
 	w := &moveWriter{db: db, tag: "mt" + suffix}
 
-	type reader struct {
-		name  string
-		p     *pumped
-		got   []ev
-		moves []movedEvent
-		err   error
-	}
 	cur := initialCursor(t, ctx, g, stream)
 	connect := map[string]func(context.Context, *gateway, string, string, string) (client, error){
 		"ws": connectWS, "sse": connectSSE, "pull": connectPull,
 	}
-	var readers []*reader
+	var readers []*moveReader
 	for _, name := range []string{"ws", "sse", "pull"} {
 		c, err := connect[name](ctx, g, stream, "", cur)
 		if err != nil {
@@ -266,22 +325,10 @@ func TestMoveTablesFollow(t *testing.T) {
 		defer c.close()
 		p := pump(ctx, c)
 		defer p.stop()
-		readers = append(readers, &reader{name: name, p: p})
+		readers = append(readers, &moveReader{name: name, p: p})
 	}
 
-	stop := make(chan struct{})
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); w.run(ctx, stop) }()
-	waitRows := func(n int64) {
-		t.Helper()
-		target := w.n.Load() + n
-		eventually(t, time.Minute, fmt.Sprintf("%d more rows written", n), func() error {
-			if w.n.Load() < target {
-				return fmt.Errorf("%d written", w.n.Load())
-			}
-			return nil
-		})
-	}
+	waitRows, stopWriting := w.start(t, ctx)
 	waitRows(50)
 
 	type handover struct {
@@ -316,33 +363,12 @@ func TestMoveTablesFollow(t *testing.T) {
 	}
 	applyCustomerVSchema(t, ctx)
 	move(otherKeyspace, homeKeyspace, "fwd"+suffix)
-	close(stop)
-	<-writerDone
+	stopWriting()
 	want := w.settle(t, ctx)
 	t.Logf("%d rows written (%d inserts failed during switches)", len(want), w.errs)
 
-	end := newReadEnd(len(readers))
-	end.write = globalMarkers(db)
-	var wg sync.WaitGroup
+	readMoves(t, ctx, db, readers, want)
 	for _, r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.got, r.err = readTo(ctx, r.p.reader(), want, end, func(e ev) {
-				if e.Type == "moved" {
-					var m movedEvent
-					_ = json.Unmarshal(e.Raw, &m)
-					r.moves = append(r.moves, m)
-				}
-			})
-		}()
-	}
-	wg.Wait()
-	for _, r := range readers {
-		if r.err != nil {
-			t.Errorf("%s: %v", r.name, r.err)
-		}
-		checkExactlyOnce(t, r.name, r.got, want)
 		if len(r.moves) != 2 || r.moves[0].From != homeKeyspace || r.moves[0].To != otherKeyspace ||
 			r.moves[1].From != otherKeyspace || r.moves[1].To != homeKeyspace {
 			t.Errorf("%s: moved events %+v, want %s->%s then back", r.name, r.moves, homeKeyspace, otherKeyspace)
