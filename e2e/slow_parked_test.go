@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -46,25 +45,7 @@ func TestWSSlowConsumerParked(t *testing.T) {
 	}
 
 	// Rows far beyond the socket buffers, while the client reads nothing.
-	const rows, perTxn = 40000, 500
-	db, err := cluster.OpenDB("customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for done := 0; done < rows; done += perTxn {
-		var sb strings.Builder
-		sb.WriteString("insert into customer(email) values ")
-		for i := 0; i < perTxn; i++ {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, "('%s-%06d@e2e')", stream, done+i)
-		}
-		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertSlowRows(t, ctx, stream)
 	eventually(t, time.Minute, "the gateway to close the parked client that stopped reading", func() error {
 		if n := wsDisconnects(t, g, "slow_consumer"); n == before {
 			return fmt.Errorf("vsg_ws_disconnects_total{reason=\"slow_consumer\"} still %v", n)
@@ -72,49 +53,6 @@ func TestWSSlowConsumerParked(t *testing.T) {
 		return nil
 	})
 
-	got, safe := 0, 0
-	var safeCursor string
-	var disconnect struct {
-		Code   int    `json:"code"`
-		Reason string `json:"reason"`
-		Cursor string `json:"cursor"`
-	}
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			if s := websocket.CloseStatus(err); s != 4008 {
-				t.Fatalf("read ended with %v (close status %d), want close 4008", err, s)
-			}
-			break
-		}
-		var m struct {
-			ev
-			TxnEnd bool `json:"txn_end"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("message %.100q: %v", b, err)
-		}
-		switch m.Type {
-		case "change":
-			if want := fmt.Sprintf("%s-%06d@e2e", stream, got); m.str("email") != want {
-				t.Fatalf("row %d: %s, want %s", got, m.str("email"), want)
-			}
-			got++
-			if m.TxnEnd {
-				safe, safeCursor = got, m.Cursor
-			}
-		case "disconnect":
-			json.Unmarshal(b, &disconnect)
-		}
-	}
-	if disconnect.Code != 4008 || disconnect.Reason != "slow_consumer" {
-		t.Fatalf("disconnect message %+v, want code 4008 slow_consumer", disconnect)
-	}
-	if safe == 0 || safe >= rows {
-		t.Fatalf("%d rows whole before the disconnect of %d: the client was not cut off mid-stream", safe, rows)
-	}
-	if disconnect.Cursor != safeCursor {
-		t.Fatalf("disconnect cursor is not the last txn_end cursor received")
-	}
-	t.Logf("parked client cut off after %d whole rows (%d read) of %d", safe, got, rows)
+	got, safe, _ := readToSlowClose(t, ctx, c, stream, "mid-stream")
+	t.Logf("parked client cut off after %d whole rows (%d read) of %d", safe, got, slowRows)
 }

@@ -33,26 +33,8 @@ func TestWSSlowConsumer(t *testing.T) {
 	token := initialCursor(t, ctx, g, stream)
 
 	// A backlog far larger than the socket buffers between the two ends.
-	const rows, perTxn = 40000, 500
-	db, err := cluster.OpenDB("customer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	tag := stream
-	for done := 0; done < rows; done += perTxn {
-		var sb strings.Builder
-		sb.WriteString("insert into customer(email) values ")
-		for i := 0; i < perTxn; i++ {
-			if i > 0 {
-				sb.WriteByte(',')
-			}
-			fmt.Fprintf(&sb, "('%s-%06d@e2e')", tag, done+i)
-		}
-		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insertSlowRows(t, ctx, tag)
 
 	before := wsDisconnects(t, g, "slow_consumer")
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.url, "http")+"/v1/streams/"+stream+"/ws?cursor="+url.QueryEscape(token), nil)
@@ -70,61 +52,12 @@ func TestWSSlowConsumer(t *testing.T) {
 	})
 
 	// Now read what was sent: events, then the disconnect message.
-	var got []string // emails, in order
-	safe := 0        // rows up to the last txn_end
-	var safeCursor string
-	var disconnect struct {
-		Type   string `json:"type"`
-		Code   int    `json:"code"`
-		Reason string `json:"reason"`
-		Cursor string `json:"cursor"`
-	}
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			if s := websocket.CloseStatus(err); s != 4008 {
-				t.Fatalf("read ended with %v (close status %d), want close 4008", err, s)
-			}
-			break
-		}
-		var m struct {
-			ev
-			TxnEnd bool `json:"txn_end"`
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatalf("message %.100q: %v", b, err)
-		}
-		switch m.Type {
-		case "change":
-			got = append(got, m.str("email"))
-			if m.TxnEnd {
-				safe, safeCursor = len(got), m.Cursor
-			}
-		case "disconnect":
-			if err := json.Unmarshal(b, &disconnect); err != nil {
-				t.Fatalf("disconnect message %s: %v", b, err)
-			}
-		}
-	}
-	if disconnect.Code != 4008 || disconnect.Reason != "slow_consumer" {
-		t.Fatalf("disconnect message %+v, want code 4008 slow_consumer", disconnect)
-	}
-	if safe == 0 || safe >= rows {
-		t.Fatalf("%d rows whole before the disconnect of %d: the client was not cut off mid-backlog", safe, rows)
-	}
-	if disconnect.Cursor != safeCursor {
-		t.Fatalf("disconnect cursor is not the last txn_end cursor received")
-	}
-	for i, e := range got {
-		if want := fmt.Sprintf("%s-%06d@e2e", tag, i); e != want {
-			t.Fatalf("row %d: %s, want %s", i, e, want)
-		}
-	}
+	got, safe, cursor := readToSlowClose(t, ctx, c, tag, "mid-backlog")
 
 	// Resume from the disconnect cursor: the next row is the one after the
 	// last whole transaction, and the rest follows.
-	cursor, next := disconnect.Cursor, safe
-	for next < rows {
+	next := safe
+	for next < slowRows {
 		q := url.Values{"cursor": {cursor}, "limit": {"10000"}, "wait": {"5s"}}
 		req, err := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/changes?"+q.Encode(), nil)
 		if err != nil {
@@ -161,7 +94,91 @@ func TestWSSlowConsumer(t *testing.T) {
 		}
 		cursor = resp.Header.Get("Vsg-Next-Cursor")
 	}
-	t.Logf("cut off after %d whole rows (%d read) of %d; resumed without a gap", safe, len(got), rows)
+	t.Logf("cut off after %d whole rows (%d read) of %d; resumed without a gap", safe, got, slowRows)
+}
+
+// slowRows rows, perTxn to a transaction: a backlog far larger than the
+// socket buffers between the gateway and a client.
+const slowRows, slowPerTxn = 40000, 500
+
+// insertSlowRows inserts slowRows customers with emails tag-NNNNNN@e2e,
+// numbered from 0, in transactions of slowPerTxn rows.
+func insertSlowRows(t *testing.T, ctx context.Context, tag string) {
+	t.Helper()
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for done := 0; done < slowRows; done += slowPerTxn {
+		var sb strings.Builder
+		sb.WriteString("insert into customer(email) values ")
+		for i := 0; i < slowPerTxn; i++ {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "('%s-%06d@e2e')", tag, done+i)
+		}
+		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readToSlowClose reads what the gateway sent a client it closed as a
+// slow consumer: rows tag-000000 onwards in order, then the disconnect
+// message and close 4008. The client must have been cut off mid-way
+// (where says where), and the disconnect message must carry the cursor of
+// the last whole transaction received. It returns the rows read, the rows
+// up to that transaction's end and its cursor.
+func readToSlowClose(t *testing.T, ctx context.Context, c *websocket.Conn, tag, where string) (got, safe int, cursor string) {
+	t.Helper()
+	var disconnect struct {
+		Type   string `json:"type"`
+		Code   int    `json:"code"`
+		Reason string `json:"reason"`
+		Cursor string `json:"cursor"`
+	}
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			if s := websocket.CloseStatus(err); s != 4008 {
+				t.Fatalf("read ended with %v (close status %d), want close 4008", err, s)
+			}
+			break
+		}
+		var m struct {
+			ev
+			TxnEnd bool `json:"txn_end"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("message %.100q: %v", b, err)
+		}
+		switch m.Type {
+		case "change":
+			if want := fmt.Sprintf("%s-%06d@e2e", tag, got); m.str("email") != want {
+				t.Fatalf("row %d: %s, want %s", got, m.str("email"), want)
+			}
+			got++
+			if m.TxnEnd {
+				safe, cursor = got, m.Cursor
+			}
+		case "disconnect":
+			if err := json.Unmarshal(b, &disconnect); err != nil {
+				t.Fatalf("disconnect message %s: %v", b, err)
+			}
+		}
+	}
+	if disconnect.Code != 4008 || disconnect.Reason != "slow_consumer" {
+		t.Fatalf("disconnect message %+v, want code 4008 slow_consumer", disconnect)
+	}
+	if safe == 0 || safe >= slowRows {
+		t.Fatalf("%d rows whole before the disconnect of %d: the client was not cut off %s", safe, slowRows, where)
+	}
+	if disconnect.Cursor != cursor {
+		t.Fatalf("disconnect cursor is not the last txn_end cursor received")
+	}
+	return got, safe, cursor
 }
 
 // wsDisconnects reads vsg_ws_disconnects_total for reason.
