@@ -380,16 +380,9 @@ func TestBridgeMergeReopensBetweenJournals(t *testing.T) {
 			ShardGtids:   pos(50).ShardGtids,
 			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}}
 	}
-	for _, p := range []struct{ shard, local string }{{"-80", "MariaDB/0-2-12"}, {"80-", "MariaDB/0-3-12"}} {
-		j, _ := reshard.FromEvent(ks, p.shard, journal(p.shard, p.local))
-		if _, err := e.reg.Record(ctx, j); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all, err := e.reg.List(ctx, ks)
-	if err != nil || len(all) != 1 || !all[0].Complete() {
-		t.Fatalf("recorded journals %v, %v", all, err)
-	}
+	lo, _ := reshard.FromEvent(ks, "-80", journal("-80", "MariaDB/0-2-12"))
+	hi, _ := reshard.FromEvent(ks, "80-", journal("80-", "MariaDB/0-3-12"))
+	j := e.record(t, lo, hi)
 	e.ack(t, "alice", mergePos(10, 10))
 	e.fake.Push(
 		fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
@@ -403,7 +396,7 @@ func TestBridgeMergeReopensBetweenJournals(t *testing.T) {
 			sHi.JournalTxn(9, parts, "MariaDB/0-3-12", mergePos(13, 13), "0", gtid(50)),
 		}},
 	)
-	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", all[0])
+	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
 	if err != nil || st.State != "done" {
 		t.Fatalf("BridgeSubscriber: %+v, %v", st, err)
 	}

@@ -162,15 +162,24 @@ func (e *env) lastOutcome() reshard.Outcome {
 // the journal hook does, and returns it.
 func (e *env) recordJournal(t *testing.T) *reshard.Journal {
 	t.Helper()
-	ctx := context.Background()
 	j, ok := reshard.FromEvent(ks, "0", &binlogdatapb.Journal{Id: 7, MigrationType: binlogdatapb.MigrationType_SHARDS,
 		LocalPosition: gtid(20), ShardGtids: targets.ShardGtids,
 		Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "0"}}})
 	if !ok {
 		t.Fatal("not a reshard journal")
 	}
-	if _, err := e.reg.Record(ctx, j); err != nil {
-		t.Fatal(err)
+	return e.record(t, j)
+}
+
+// record records each participant's view of one journal, as the journal
+// hook and the Mover do, and returns the journal, complete.
+func (e *env) record(t *testing.T, views ...*reshard.Journal) *reshard.Journal {
+	t.Helper()
+	ctx := context.Background()
+	for _, j := range views {
+		if _, err := e.reg.Record(ctx, j); err != nil {
+			t.Fatal(err)
+		}
 	}
 	all, err := e.reg.List(ctx, ks)
 	if err != nil || len(all) != 1 || !all[0].Complete() {

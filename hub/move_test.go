@@ -271,7 +271,7 @@ func nextOf(t *testing.T, src txnSource) *source.Txn {
 // Mover does (one row per source primary) and returns it complete.
 func (e *env) recordMoveJournal(t *testing.T) *reshard.Journal {
 	t.Helper()
-	ctx := context.Background()
+	var views []*reshard.Journal
 	for _, shard := range []string{"-80", "80-"} {
 		j, ok := reshard.FromTablesJournal(ks, shard, &binlogdatapb.Journal{Id: 9, MigrationType: binlogdatapb.MigrationType_TABLES,
 			Tables: []string{"t"}, LocalPosition: gtid(20), ShardGtids: fakevtgate.VGtid(commerceKs, "0", commerceAt).ShardGtids,
@@ -279,15 +279,9 @@ func (e *env) recordMoveJournal(t *testing.T) *reshard.Journal {
 		if !ok {
 			t.Fatal("not a MoveTables journal")
 		}
-		if _, err := e.reg.Record(ctx, j); err != nil {
-			t.Fatal(err)
-		}
+		views = append(views, j)
 	}
-	all, err := e.reg.List(ctx, ks)
-	if err != nil || len(all) != 1 || !all[0].Complete() {
-		t.Fatalf("recorded journals %v, %v", all, err)
-	}
-	return all[0]
+	return e.record(t, views...)
 }
 
 // DESIGN §4.1 rule 5: a named subscriber away across the switch is
