@@ -153,8 +153,10 @@ type wsSession struct {
 	wake, kick func()
 	keepAlive  *time.Timer
 	// The stops of what start registered, and what ends the connection.
-	stopWatch, stopAfterEnd, stopAfterShutdown func() bool
-	done                                       func()
+	stopWatch, stopAfterShutdown func() bool
+	done                         func()
+	// over is set by the first cancel (end).
+	over atomic.Bool
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -168,7 +170,11 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		queued:  budget.New(a.Limits.WSQueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
-	ws.ctx, ws.cancel = context.WithCancel(base)
+	ctx, cancel := context.WithCancel(base)
+	ws.ctx, ws.cancel = ctx, func() {
+		cancel()
+		ws.end()
+	}
 	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
 	ws.o = outboundFor(base, def.Name, "ws")
 	ws.out = scopedSink{sink: ws.sink, o: ws.o}
@@ -196,13 +202,6 @@ func (ws *wsSession) start(done func()) {
 		ws.writer.kick()
 	}
 	ws.queue.pushed = ws.kick
-	// Once the connection is done for, a write blocked on a client that
-	// stopped reading gives up within wsGiveUp; a final message on a
-	// healthy connection still fits in that time.
-	ws.stopAfterEnd = context.AfterFunc(ws.ctx, func() {
-		ws.conn.giveUpAfter(wsGiveUp)
-		ws.writer.kick()
-	})
 	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), ws.kick)
 	ws.stopWatch = ws.watchWrites()
 	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {

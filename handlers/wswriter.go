@@ -208,9 +208,24 @@ func (ws *wsSession) finish() {
 	if ws.acks != nil {
 		ws.acks.wait() // a pending ack gets its last attempt before the session ends
 	}
-	ws.stopAfterEnd()
 	ws.stopAfterShutdown()
 	ws.done()
+}
+
+// end follows the session's cancel (ws.cancel is the only one of ws.ctx):
+// once the connection is done for, a write blocked on a client that
+// stopped reading gives up within wsGiveUp (a final message on a healthy
+// connection still fits in that time), and the writer comes to finish.
+// A function of the cancel rather than context.AfterFunc, which costs
+// every connection a context and a map of its own.
+func (ws *wsSession) end() {
+	if !ws.over.CompareAndSwap(false, true) {
+		return
+	}
+	if ws.conn != nil {
+		ws.conn.giveUpAfter(wsGiveUp)
+	}
+	ws.writer.kick()
 }
 
 // keepAliveTurn pings the client every --keepalive: the library answers
