@@ -202,11 +202,11 @@ func (ws *wsSession) start(done func()) {
 		ws.writer.kick()
 	}
 	ws.queue.pushed = ws.kick
-	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), ws.kick)
+	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { ws.writer.kickHere(ws.write) })
 	ws.stopWatch = ws.watchWrites()
 	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {
 		ws.pingDue.Store(true)
-		ws.writer.kick()
+		ws.writer.kickHere(ws.write)
 	})
 	go ws.readLoop()
 	ws.startProducer(nil)
@@ -287,7 +287,7 @@ func (ws *wsSession) produce(pending *hub.Delivery) {
 	var parked *hub.Parked
 	defer func() {
 		ws.produced <- parked
-		ws.writer.kick()
+		ws.writer.kickHere(ws.write)
 	}()
 	var err error
 	if pending != nil {

@@ -64,7 +64,7 @@ func (ws *wsSession) armBeat() {
 	if ws.beat == nil {
 		ws.beat = time.AfterFunc(d, func() {
 			ws.beatDue.Store(true)
-			ws.writer.kick()
+			ws.writer.kickHere(ws.write)
 		})
 		return
 	}

@@ -101,14 +101,24 @@ func (c *wsConn) stopWaiting() {
 	c.rmu.Unlock()
 }
 
-// ping buffers a ping frame and sends what is buffered.
+// ping sends a ping frame, behind what is buffered. Alone, it goes out
+// without a pooled buffer: every idle connection pings at once now and
+// then, and each would take one.
 func (c *wsConn) ping() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closeSent {
 		return nil
 	}
-	c.takeBuf()
-	c.buf = appendFrameHeader(c.buf, 0x9, 0)
-	return c.flushLocked()
+	if len(c.buf) > 0 {
+		c.buf = appendFrameHeader(c.buf, 0x9, 0)
+		return c.flushLocked()
+	}
+	return c.armed(func() error {
+		_, err := c.Conn.Write(pingFrame[:])
+		return err
+	})
 }
+
+// pingFrame is a server's ping: unmasked, no payload.
+var pingFrame = [2]byte{0x89, 0}

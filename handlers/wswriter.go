@@ -52,6 +52,27 @@ func (w *writerState) kick() {
 	}
 }
 
+// kickHere is kick from a goroutine that has nothing else to do (a timer's,
+// the producer's as it exits): the writer, if none runs, runs on it
+// instead of a goroutine of its own.
+func (w *writerState) kickHere(run func()) {
+	for {
+		switch w.state.Load() {
+		case writerIdle:
+			if w.state.CompareAndSwap(writerIdle, writerRunning) {
+				run()
+				return
+			}
+		case writerRunning:
+			if w.state.CompareAndSwap(writerRunning, writerKicked) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
 // look is called by the writer before it looks for work: the kicks before
 // it are answered by that look.
 func (w *writerState) look() { w.state.CompareAndSwap(writerKicked, writerRunning) }

@@ -9,8 +9,9 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 )
 
-// Kicks from many goroutines at once, each after recording work: at most
-// one writer runs at any time, and every piece of work recorded is taken
+// Kicks from many goroutines at once (kick, and kickHere as the timers and
+// the producer do), each after recording work: at most one writer runs at
+// any time, and every piece of work recorded is taken
 // by a writer (none is left behind with the writer stopped). The writer
 // here takes the work as the session's does — mark running (look), take
 // what is there, and stop only by rest.
@@ -23,33 +24,38 @@ func TestWriterKicksConcurrent(t *testing.T) {
 		writers sync.WaitGroup
 		broken  atomic.Bool
 	)
+	// body is the writer: on a goroutine of its own (start), or on the
+	// kicker's (kickHere).
+	body := func() {
+		if running.Add(1) != 1 {
+			broken.Store(true)
+		}
+		for {
+			w.look()
+			worked := false
+			for pending.Load() > 0 {
+				pending.Add(-1)
+				taken.Add(1)
+				worked = true
+			}
+			if !worked {
+				// Leave running before rest: a kick after rest starts
+				// the next writer, which must not overlap this one.
+				running.Add(-1)
+				if w.rest() {
+					return
+				}
+				if running.Add(1) != 1 {
+					broken.Store(true)
+				}
+			}
+		}
+	}
 	w.start = func() {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
-			if running.Add(1) != 1 {
-				broken.Store(true)
-			}
-			for {
-				w.look()
-				worked := false
-				for pending.Load() > 0 {
-					pending.Add(-1)
-					taken.Add(1)
-					worked = true
-				}
-				if !worked {
-					// Leave running before rest: a kick after rest starts
-					// the next writer, which must not overlap this one.
-					running.Add(-1)
-					if w.rest() {
-						return
-					}
-					if running.Add(1) != 1 {
-						broken.Store(true)
-					}
-				}
-			}
+			body()
 		}()
 	}
 	// Rounds: the kickers record and kick at once, then every piece of the
@@ -57,12 +63,16 @@ func TestWriterKicksConcurrent(t *testing.T) {
 	const kickers, rounds = 8, 1000
 	for r := range rounds {
 		var wg sync.WaitGroup
-		for range kickers {
+		for i := range kickers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				pending.Add(1)
-				w.kick()
+				if i%2 == 0 {
+					w.kick()
+				} else {
+					w.kickHere(body) // a timer's goroutine
+				}
 			}()
 		}
 		wg.Wait()
