@@ -79,8 +79,12 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 // recoverer no longer runs under the session).
 func (ws *wsSession) recoverPanic() {
 	if v := recover(); v != nil {
-		ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
+		ws.recoverPanicValue(v)
 	}
+}
+
+func (ws *wsSession) recoverPanicValue(v any) {
+	ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
 }
 
 // wsSession is one WebSocket client. Goroutines share it, each with one
@@ -197,10 +201,7 @@ func (ws *wsSession) start(done func()) {
 	ws.done = done
 	ws.writer.start = func() { go ws.write() }
 	ws.kick = ws.writer.kick
-	ws.wake = func() {
-		ws.woken.Store(true)
-		ws.writer.kick()
-	}
+	ws.wake = ws.wakeOnTail
 	ws.queue.pushed = ws.kick
 	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { ws.writer.kickHere(ws.write) })
 	ws.stopWatch = ws.watchWrites()

@@ -153,3 +153,51 @@ func (ws *wsSession) parkedHeartbeat() {
 	ws.idleFrom = time.Now()
 	ws.armBeat()
 }
+
+// wakeOnTail is the parked subscription's wake-up, run on the tail's
+// goroutine after its append. Most wake-ups of an idle connection bring
+// only vtgate's heartbeat (every second), which moves the position and
+// sends nothing: the writer's part of that is a few reads of the ring and
+// parking again, which the tail's goroutine does itself (without
+// blocking) rather than start a goroutine per connection each second —
+// every parked connection at once, each with a stack. Whatever may block
+// (a write, a close, the producer's exit, a timer's work) goes to a
+// writer goroutine as before.
+func (ws *wsSession) wakeOnTail() {
+	ws.woken.Store(true)
+	if !ws.writer.claim() {
+		ws.writer.kick() // a writer runs: it looks again
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			ws.recoverPanicValue(v)
+			ws.cancel()
+			go ws.write() // ends the session
+		}
+	}()
+	for {
+		ws.writer.look()
+		if ws.mayBlock() {
+			go ws.write()
+			return
+		}
+		if ws.woken.Swap(false) {
+			ws.drain()
+			continue
+		}
+		if ws.writer.rest() {
+			return
+		}
+	}
+}
+
+// mayBlock reports whether the writer has work that may block or is not
+// the parked read: a writer goroutine does it.
+func (ws *wsSession) mayBlock() bool {
+	if ws.producing || ws.ctx.Err() != nil || len(ws.closing) > 0 || ws.a.shutdown().Err() != nil ||
+		ws.pingDue.Load() || ws.beatDue.Load() {
+		return true
+	}
+	return ws.queue.len() > 0
+}

@@ -52,6 +52,9 @@ func (w *writerState) kick() {
 	}
 }
 
+// claim makes the caller the writer if none runs.
+func (w *writerState) claim() bool { return w.state.CompareAndSwap(writerIdle, writerRunning) }
+
 // kickHere is kick from a goroutine that has nothing else to do (a timer's,
 // the producer's as it exits): the writer, if none runs, runs on it
 // instead of a goroutine of its own.
