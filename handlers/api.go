@@ -69,9 +69,12 @@ type API struct {
 	Limits   Limits
 	// Ready reports whether vtgate and the store are reachable.
 	Ready func(ctx context.Context) error
-	// Shutdown is closed when the gateway begins to shut down: streaming
-	// clients are then closed with a cursor to resume from.
-	Shutdown <-chan struct{}
+	// Shutdown ends when the gateway begins to shut down: streaming
+	// clients are then closed with a cursor to resume from. Nil: never.
+	// A context, not a channel, so that each stream registers a function
+	// to run then (context.AfterFunc) instead of keeping a goroutine
+	// waiting for it.
+	Shutdown context.Context
 	// Replica names this process (as in webhook leases), for GET /v1/stats.
 	Replica string
 	// History holds recent samples of the stream metrics (GET /v1/stats).

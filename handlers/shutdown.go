@@ -3,18 +3,21 @@ package handlers
 import "context"
 
 // untilShutdown returns ctx cancelled also when the gateway begins to shut
-// down (API.Shutdown closed), so that a stream ends while its client can
+// down (API.Shutdown ends), so that a stream ends while its client can
 // still be told where to resume.
 func (a *API) untilShutdown(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	if a.Shutdown != nil {
-		go func() {
-			select {
-			case <-a.Shutdown:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	stop := context.AfterFunc(a.shutdown(), cancel)
+	return ctx, func() {
+		stop()
+		cancel()
 	}
-	return ctx, cancel
+}
+
+// shutdown is API.Shutdown, or a context that never ends.
+func (a *API) shutdown() context.Context {
+	if a.Shutdown == nil {
+		return context.Background()
+	}
+	return a.Shutdown
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
-	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -41,51 +40,61 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hj := &wsHijacker{ResponseWriter: w}
+	// The pong callback lives as long as the connection: it must not hold
+	// hj, which holds net/http's request state and 4 KiB buffers.
+	var conn *wsConn
 	c, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		Subprotocols: []string{"vsg.v1"},
 		// Origins are checked by the CORS/auth middleware.
 		InsecureSkipVerify: true,
 		// Data frames are written as they are (wsConn).
 		CompressionMode: websocket.CompressionDisabled,
+		// Pongs the library reads (most are taken before, wsread.go)
+		// show the client alive as well.
+		OnPongReceived: func(context.Context, []byte) { conn.ponged.Store(true) },
 	})
 	if err != nil {
 		s.Close()
 		leave()
 		return // Accept wrote the HTTP error
 	}
+	conn = hj.conn
 	c.SetReadLimit(a.Limits.WSReadLimit)
-	ws := a.newWSSession(r, def, sub, s, c, hj.conn)
+	ws := a.newWSSession(r, def, sub, s, c, conn)
 	// The session goes on in goroutines of its own and the handler
 	// returns: net/http then drops the request and response it holds for
 	// the handler, and the goroutine's stack, grown deep under the
 	// middleware, is freed (DESIGN §6.1). The connection still counts as
 	// open (extend) until the session ends.
 	release := extend(r)
-	go func() {
-		defer release()
-		defer leave()
-		defer c.CloseNow()
-		defer ws.recoverPanic()
-		ws.run()
-	}()
+	ws.start(func() {
+		c.CloseNow()
+		leave()
+		release()
+	})
 }
 
-// recoverPanic logs a panic of the session's goroutine and lets the
-// deferred closes run: one broken connection never takes the process
-// down (the router's recoverer no longer runs under the session).
+// recoverPanic logs a panic of the session's writer and lets the session
+// end: one broken connection never takes the process down (the router's
+// recoverer no longer runs under the session).
 func (ws *wsSession) recoverPanic() {
 	if v := recover(); v != nil {
-		ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
+		ws.recoverPanicValue(v)
 	}
+}
+
+func (ws *wsSession) recoverPanicValue(v any) {
+	ws.a.Log.Error("panic serving a websocket", "stream", ws.def.Name, "panic", v, "stack", string(debug.Stack()))
 }
 
 // wsSession is one WebSocket client. Goroutines share it, each with one
 // job, so that none waits on what another is waiting for: readLoop takes
-// the client's acks, writeLoop writes the send queue to the client, and
-// while the subscription cannot be waited on otherwise, produce moves it
-// into the send queue. An idle client on its stream's tail has no
-// producer: the writer waits on the tail too, and reads what comes itself
-// (wspark.go, DESIGN §6.1).
+// the client's acks, the writer (wswriter.go) writes the send queue to the
+// client, and while the subscription cannot be waited on otherwise,
+// produce moves it into the send queue. An idle client on its stream's
+// tail has neither producer nor writer: its subscription is parked on the
+// tail, and the tail's next append starts the writer, which reads what
+// came itself (wspark.go, DESIGN §6.1).
 type wsSession struct {
 	a *API
 	// base carries the request's principal (the token's table scope), and
@@ -121,13 +130,37 @@ type wsSession struct {
 	out  sink
 	// The subscription is read by one goroutine at a time: the producer
 	// while producing is set (the writer's to change), else the writer.
-	// produced carries the producer's exit: the tail's wake-up channel
-	// when it parked, nil when the session is over.
+	// produced carries the producer's exit: the subscription's
+	// registration with the tail when it parked, nil when the session is
+	// over.
 	producing bool
-	produced  chan (<-chan struct{})
-	// idleFrom is when the parked writer last sent a client something:
-	// a heartbeat is due an interval later.
+	produced  chan *hub.Parked
+
+	// The writer runs only while it has work (wswriter.go). Of what gives
+	// it work, the flags are set by the parked subscription's wake-up
+	// (woken) and the heartbeat timer (beatDue).
+	writer  writerState
+	woken   atomic.Bool
+	beatDue atomic.Bool
+	pingDue atomic.Bool
+	// pinged: a ping was sent, and the client owes its pong.
+	pinged bool
+	// parked is the subscription's registration with the tail while the
+	// writer holds it parked; beat is the timer of its next cursor
+	// heartbeat, and idleFrom when the client was last sent something: a
+	// heartbeat is due an interval later.
+	parked   *hub.Parked
+	beat     *time.Timer
 	idleFrom time.Time
+	// wake and kick are the functions given to the tail and the timers
+	// (made once, not at every parking).
+	wake, kick func()
+	keepAlive  *time.Timer
+	// The stops of what start registered, and what ends the connection.
+	stopWatch, stopAfterShutdown func() bool
+	done                         func()
+	// over is set by the first cancel (end).
+	over atomic.Bool
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -141,11 +174,15 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		queued:  budget.New(a.Limits.WSQueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
-	ws.ctx, ws.cancel = context.WithCancel(base)
+	ctx, cancel := context.WithCancel(base)
+	ws.ctx, ws.cancel = ctx, func() {
+		cancel()
+		ws.end()
+	}
 	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
 	ws.o = outboundFor(base, def.Name, "ws")
 	ws.out = scopedSink{sink: ws.sink, o: ws.o}
-	ws.produced = make(chan (<-chan struct{}), 1)
+	ws.produced = make(chan *hub.Parked, 1)
 	if sub != "" {
 		ws.acks = a.newAcker(ws.ctx, base, def, sub, "ws", ws.ackRefused)
 	}
@@ -156,28 +193,24 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 	return ws
 }
 
-// run serves the session until it ends, and closes the subscription.
-func (ws *wsSession) run() {
-	// Once the connection is done for, a write blocked on a client that
-	// stopped reading gives up within wsGiveUp; a final message on a
-	// healthy connection still fits in that time.
-	defer context.AfterFunc(ws.ctx, func() { ws.conn.giveUpAfter(wsGiveUp) })()
-	// The subscription is not safe for concurrent use: it is closed only
-	// once the producer, if one runs, has returned.
-	defer func() {
-		ws.cancel()
-		if ws.producing {
-			<-ws.produced
-		}
-		ws.s.Close()
-		if ws.acks != nil {
-			ws.acks.wait() // a pending ack gets its last attempt before the session ends
-		}
-	}()
+// start sets the session going and returns; done closes the connection
+// once the session is over. What runs from then on is the reading
+// goroutine, and the writer and the producer only while they have
+// something to do (DESIGN §6.1).
+func (ws *wsSession) start(done func()) {
+	ws.done = done
+	ws.writer.start = func() { go ws.write() }
+	ws.kick = ws.writer.kick
+	ws.wake = ws.wakeOnTail
+	ws.queue.pushed = ws.kick
+	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { ws.writer.kickHere(ws.write) })
+	ws.stopWatch = ws.watchWrites()
+	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {
+		ws.pingDue.Store(true)
+		ws.writer.kickHere(ws.write)
+	})
 	go ws.readLoop()
-	defer ws.watchWrites()()
 	ws.startProducer(nil)
-	ws.writeLoop()
 }
 
 // watchWrites makes a data write that blocks for --ws-slow-after end the
@@ -187,9 +220,9 @@ func (ws *wsSession) run() {
 // the socket for good. The write itself goes on: once the session is
 // cancelled it has wsGiveUp more to finish, and the final message follows
 // on a healthy connection. It returns the watchdog's stop.
-func (ws *wsSession) watchWrites() (stop func()) {
+func (ws *wsSession) watchWrites() (stop func() bool) {
 	if ws.a.Limits.WSSlowAfter <= 0 {
-		return func() {}
+		return func() bool { return false }
 	}
 	t := time.AfterFunc(time.Hour, func() {
 		ws.closeWith(DisconnectSlow)
@@ -199,7 +232,7 @@ func (ws *wsSession) watchWrites() (stop func()) {
 	ws.conn.mu.Lock()
 	ws.conn.stalled, ws.conn.stallAfter = t, ws.a.Limits.WSSlowAfter
 	ws.conn.mu.Unlock()
-	return func() { t.Stop() }
+	return t.Stop
 }
 
 // readLoop reads the client's messages: acks, stored for a named
@@ -211,6 +244,9 @@ func (ws *wsSession) watchWrites() (stop func()) {
 func (ws *wsSession) readLoop() {
 	defer ws.cancel()
 	for {
+		if ws.conn.awaitReadable() {
+			return // the writer is closing the connection
+		}
 		_, msg, err := ws.c.Read(ws.base)
 		if err != nil {
 			return
@@ -249,18 +285,21 @@ func (ws *wsSession) ackRefused(err error) {
 // read and the subscription can be parked on the tail, it hands the
 // subscription back to the writer and ends.
 func (ws *wsSession) produce(pending *hub.Delivery) {
-	var wake <-chan struct{}
-	defer func() { ws.produced <- wake }()
+	var parked *hub.Parked
+	defer func() {
+		ws.produced <- parked
+		ws.writer.kickHere(ws.write)
+	}()
 	var err error
 	if pending != nil {
 		err = ws.sink.deliver(pending, false)
 	}
 	if err == nil {
-		err = pumpFeed(ws.ctx, parkFeed{ws.s}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
+		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
 	}
 	var p *errParked
 	if errors.As(err, &p) {
-		wake = p.wake
+		parked = p.parked
 		return
 	}
 	ws.ended(err)
@@ -284,99 +323,6 @@ func (ws *wsSession) ended(err error) {
 		ws.closeWith(d)
 	}
 	ws.cancel()
-}
-
-// writeLoop is the only writer of data frames. It encodes each queued
-// transaction into one reused buffer and frames it straight onto the
-// connection (wsConn), flushing when the queue is empty, so a burst goes
-// out together and a lone event at once. It also pings the client and
-// sends the final disconnect message.
-func (ws *wsSession) writeLoop() {
-	queue, conn := ws.queue, ws.conn
-	// buf is reused for every message of a burst (encoded here, framed,
-	// forgotten) and goes back to encodePool when the queue is empty.
-	var buf []byte
-	defer func() { putEncodeBuf(buf) }()
-	keepAlive := time.NewTicker(ws.a.Limits.KeepAlive)
-	defer keepAlive.Stop()
-	var park parked
-	defer park.stop()
-	for {
-		select {
-		case wake := <-ws.produced:
-			ws.producing = false
-			if wake != nil {
-				ws.idleFrom = time.Now()
-				park.wait(wake, ws.heartbeatDue())
-			}
-		case <-park.wake:
-			park.wake = nil
-			ws.drain(&park)
-		case <-park.heartbeat():
-			ws.parkedHeartbeat(&park)
-		case <-queue.ready:
-			// A burst of items per turn, not one: a select over every
-			// case costs more than writing a small message. A close or a
-			// shutdown is still seen between two messages (stopping).
-			for range wsBurst {
-				m, ok := queue.pop()
-				if !ok {
-					break
-				}
-				var err error
-				if m.txn != nil {
-					if buf == nil {
-						buf = takeEncodeBuf()
-					}
-					buf, err = writeTxn(conn, m.txn, ws.batch, buf)
-				} else {
-					err = conn.text(m.data)
-				}
-				ws.queued.Release(m.weight)
-				if err == nil && queue.len() == 0 {
-					err = conn.flush()
-					putEncodeBuf(buf)
-					buf = nil
-				}
-				if err != nil {
-					return
-				}
-				if m.txn != nil && len(m.txn.Events) > 0 {
-					metrics.WSWritten(m.txn.Received)
-				}
-				if m.cursor != "" {
-					ws.written.Store(&m.cursor)
-				}
-				if ws.stopping() {
-					break
-				}
-			}
-			if queue.len() > 0 {
-				signal(queue.ready)
-			}
-		case d := <-ws.closing:
-			ws.finalClose(d)
-			return
-		case <-ws.a.Shutdown:
-			metrics.WSDisconnect(DisconnectShutdown.label())
-			ws.finalClose(DisconnectShutdown)
-			return
-		case <-keepAlive.C:
-			pctx, pcancel := context.WithTimeout(ws.ctx, ws.a.Limits.KeepAlive)
-			err := ws.c.Ping(pctx)
-			pcancel()
-			if err != nil {
-				return
-			}
-		case <-ws.ctx.Done():
-			select {
-			case d := <-ws.closing:
-				ws.finalClose(d)
-			default:
-			}
-			return
-		}
-	}
 }
 
 // encodePool holds the writers' encoding buffers between bursts, so that
@@ -409,7 +355,7 @@ func (ws *wsSession) stopping() bool {
 	select {
 	case <-ws.ctx.Done():
 		return true
-	case <-ws.a.Shutdown:
+	case <-ws.a.shutdown().Done():
 		return true
 	default:
 		return false

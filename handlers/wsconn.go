@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -46,6 +48,17 @@ type wsConn struct {
 	// slow-consumer watchdog, see wsSession.watchWrites).
 	stalled    *time.Timer
 	stallAfter time.Duration
+
+	// The reading goroutine's wait (awaitReadable): the library's read
+	// buffer, and the socket to wait on when that is empty (nil when the
+	// connection is not a socket).
+	br  *bufio.Reader
+	raw syscall.RawConn
+	// rmu is held by the reader while it waits or looks at br; closing,
+	// once set, keeps it out (stopWaiting); waiting is set during the
+	// wait, ponged by every pong the client sends.
+	rmu                      sync.Mutex
+	closing, waiting, ponged atomic.Bool
 }
 
 // armed runs write under the stall watchdog, if there is one.
@@ -202,6 +215,12 @@ func (w *wsHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	br := brw.Reader
 	if br.Buffered() == 0 {
 		br = bufio.NewReaderSize(conn, wsLibBuf)
+	}
+	w.conn.br = br
+	if sc, ok := conn.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			w.conn.raw = raw
+		}
 	}
 	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, wsLibBuf)), nil
 }

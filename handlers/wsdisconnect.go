@@ -99,6 +99,8 @@ func (ws *wsSession) closeWith(d Disconnect) {
 // finalClose sends the disconnect message with the cursor of the last
 // whole transaction written, then the close frame.
 func (ws *wsSession) finalClose(d Disconnect) {
+	// The library reads the close handshake: the reader's wait ends.
+	ws.conn.stopWaiting()
 	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
 	defer cancel()
 	ws.c.Write(ctx, websocket.MessageText, d.message(ws.written.Load()))

@@ -10,78 +10,39 @@ import (
 // A WebSocket whose client has read everything and whose subscription
 // follows the stream's tail — a dashboard between changes, most
 // connections most of the time — needs no goroutine of its own for the
-// stream: the writer, which waits for the queue anyway, waits on the
-// tail's wake-up channel too, and reads what comes itself (DESIGN §6.1).
-// The producer goroutine runs only while the subscription can be waited
-// on in Next alone (a catch-up VStream, a spool, a copy phase) and while
-// the client is behind (the queue is full): it then keeps the slow-consumer
-// policy exactly as before, blocking on the full queue for --ws-slow-after
-// before the client gets 4008.
+// stream: its subscription is parked on the tail, and the tail's next
+// append kicks the writer (wswriter.go), which reads what came itself
+// (DESIGN §6.1). The producer goroutine runs only while the subscription
+// can be waited on in Next alone (a catch-up VStream, a spool, a copy
+// phase) and while the client is behind (the queue is full): it then keeps
+// the slow-consumer policy exactly as before, blocking on the full queue
+// for --ws-slow-after before the client gets 4008.
 
 // errParked ends a producer whose subscription has nothing to read and
-// can be parked on the tail.
-type errParked struct{ wake <-chan struct{} }
+// was parked on the tail.
+type errParked struct{ parked *hub.Parked }
 
 func (*errParked) Error() string { return "websocket subscription parked on the tail" }
 
-// parkFeed is the producer's view of the subscription: it reports
-// errParked instead of blocking when the subscription can be parked.
-type parkFeed struct{ s *hub.Subscription }
+// parkFeed is the producer's view of the subscription: it parks the
+// subscription (wake runs at the tail's next append) and reports
+// errParked instead of blocking when it can.
+type parkFeed struct {
+	s    *hub.Subscription
+	wake func()
+}
 
 func (p parkFeed) Next(ctx context.Context) (*hub.Delivery, error) {
 	// Park first: it holds only when nothing is ready, and Next, not
 	// TryNext, is what makes a catch-up try to join the tail.
-	if wake, ok := p.s.Park(); ok {
-		return nil, &errParked{wake: wake}
+	if parked, ok := p.s.Park(p.wake); ok {
+		return nil, &errParked{parked: parked}
 	}
 	return p.s.Next(ctx)
 }
 
 func (p parkFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
 	return p.s.TryNext(ctx)
-}
-
-// parked is the writer's wait on a parked subscription: the tail's wake-up
-// channel, and the timer of the next cursor heartbeat. Nil channels (not
-// parked) never fire.
-type parked struct {
-	wake  <-chan struct{}
-	timer *time.Timer
-	armed bool
-}
-
-// wait parks on wake, with a heartbeat due in d (none when d < 0).
-func (p *parked) wait(wake <-chan struct{}, d time.Duration) {
-	p.wake = wake
-	if d < 0 {
-		p.stopTimer()
-		return
-	}
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
-	p.armed = true
-}
-
-func (p *parked) heartbeat() <-chan time.Time {
-	if !p.armed {
-		return nil
-	}
-	return p.timer.C
-}
-
-func (p *parked) stopTimer() {
-	if p.armed {
-		p.timer.Stop()
-		p.armed = false
-	}
-}
-
-func (p *parked) stop() {
-	p.wake = nil
-	p.stopTimer()
 }
 
 // heartbeatDue is how long until a parked client is due a heartbeat, or -1
@@ -94,22 +55,50 @@ func (ws *wsSession) heartbeatDue() time.Duration {
 	return max(time.Until(ws.idleFrom.Add(every)), 0)
 }
 
+// armBeat sets the heartbeat timer of a parked subscription.
+func (ws *wsSession) armBeat() {
+	d := ws.heartbeatDue()
+	if d < 0 {
+		return
+	}
+	if ws.beat == nil {
+		ws.beat = time.AfterFunc(d, func() {
+			ws.beatDue.Store(true)
+			ws.writer.kickHere(ws.write)
+		})
+		return
+	}
+	ws.beat.Reset(d)
+}
+
+// stopBeat stops the heartbeat timer (the subscription is no longer
+// parked).
+func (ws *wsSession) stopBeat() {
+	if ws.beat != nil {
+		ws.beat.Stop()
+	}
+}
+
 // startProducer hands the subscription to a producer goroutine.
 func (ws *wsSession) startProducer(pending *hub.Delivery) {
 	ws.producing = true
 	go ws.produce(pending)
 }
 
-// drain reads what the tail woke the parked writer for, as the producer
-// would (transactions without events, and heartbeats, only move the
-// position), into the queue without blocking. It parks again when the
+// drain reads what the tail woke the parked subscription for, as the
+// producer would (transactions without events, and heartbeats, only move
+// the position), into the queue without blocking. It parks again when the
 // subscription is at the tail's head, and starts the producer when the
 // queue is full or the subscription can no longer be parked.
-func (ws *wsSession) drain(p *parked) {
+func (ws *wsSession) drain() {
+	// The registration has run (or this is a late wake-up of an earlier
+	// one): withdraw it, if it is still there, before making a new one.
+	ws.parked.Stop()
+	ws.parked = nil
 	for {
 		d, ok, err := ws.s.TryNext(ws.ctx)
 		if err != nil {
-			p.stop()
+			ws.stopBeat()
 			ws.ended(err)
 			return
 		}
@@ -122,27 +111,38 @@ func (ws *wsSession) drain(p *parked) {
 		ws.idleFrom = time.Now()
 		d = ws.o.apply(d)
 		if !ws.sink.tryDeliver(d) {
-			p.stop()
+			// The queue is full: the producer takes over with d and
+			// blocks on the queue, so that a client that stays behind
+			// for --ws-slow-after gets 4008.
+			ws.stopBeat()
 			ws.startProducer(d)
 			return
 		}
 	}
-	wake, ok := ws.s.Park()
+	parked, ok := ws.s.Park(ws.wake)
 	if !ok {
-		p.stop()
+		ws.stopBeat()
 		ws.startProducer(nil)
 		return
 	}
-	p.wait(wake, ws.heartbeatDue())
+	ws.parked = parked
+	ws.armBeat()
 }
 
 // parkedHeartbeat tells an idle parked client its cursor, as the
 // producer's OnIdle does.
-func (ws *wsSession) parkedHeartbeat(p *parked) {
-	p.armed = false // fired
+func (ws *wsSession) parkedHeartbeat() {
+	if d := ws.heartbeatDue(); d != 0 {
+		// A wake-up of a timer set before the client was last sent
+		// something: not due yet.
+		if d > 0 {
+			ws.beat.Reset(d)
+		}
+		return
+	}
 	cursor, err := ws.s.Cursor(ws.ctx)
 	if err != nil {
-		p.stop()
+		ws.stopBeat()
 		ws.ended(err)
 		return
 	}
@@ -151,5 +151,53 @@ func (ws *wsSession) parkedHeartbeat(p *parked) {
 		ws.sink.tryHeartbeat(cursor)
 	}
 	ws.idleFrom = time.Now()
-	p.wait(p.wake, ws.heartbeatDue())
+	ws.armBeat()
+}
+
+// wakeOnTail is the parked subscription's wake-up, run on the tail's
+// goroutine after its append. Most wake-ups of an idle connection bring
+// only vtgate's heartbeat (every second), which moves the position and
+// sends nothing: the writer's part of that is a few reads of the ring and
+// parking again, which the tail's goroutine does itself (without
+// blocking) rather than start a goroutine per connection each second —
+// every parked connection at once, each with a stack. Whatever may block
+// (a write, a close, the producer's exit, a timer's work) goes to a
+// writer goroutine as before.
+func (ws *wsSession) wakeOnTail() {
+	ws.woken.Store(true)
+	if !ws.writer.claim() {
+		ws.writer.kick() // a writer runs: it looks again
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			ws.recoverPanicValue(v)
+			ws.cancel()
+			go ws.write() // ends the session
+		}
+	}()
+	for {
+		ws.writer.look()
+		if ws.mayBlock() {
+			go ws.write()
+			return
+		}
+		if ws.woken.Swap(false) {
+			ws.drain()
+			continue
+		}
+		if ws.writer.rest() {
+			return
+		}
+	}
+}
+
+// mayBlock reports whether the writer has work that may block or is not
+// the parked read: a writer goroutine does it.
+func (ws *wsSession) mayBlock() bool {
+	if ws.producing || ws.ctx.Err() != nil || len(ws.closing) > 0 || ws.a.shutdown().Err() != nil ||
+		ws.pingDue.Load() || ws.beatDue.Load() {
+		return true
+	}
+	return ws.queue.len() > 0
 }

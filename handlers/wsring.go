@@ -11,9 +11,11 @@ import (
 // its full size (4,096 items, ≈ 230 KiB) from the start, idle or not, and a
 // dashboard keeps thousands of idle connections.
 type wsQueue struct {
-	max   int
-	ready chan struct{} // signalled when an item is added (capacity 1)
-	space chan struct{} // signalled when an item is taken (capacity 1)
+	max int
+	// pushed is called when an item is added: it kicks the writer
+	// (wswriter.go), which does not wait for the queue.
+	pushed func()
+	space  chan struct{} // signalled when an item is taken (capacity 1)
 
 	mu    sync.Mutex
 	items []wsMessage // a ring: n items from head
@@ -22,7 +24,7 @@ type wsQueue struct {
 }
 
 func newWSQueue(max int) *wsQueue {
-	return &wsQueue{max: max, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+	return &wsQueue{max: max, pushed: func() {}, space: make(chan struct{}, 1)}
 }
 
 func signal(c chan struct{}) {
@@ -45,7 +47,7 @@ func (q *wsQueue) tryPush(m wsMessage) bool {
 	q.items[(q.head+q.n)%len(q.items)] = m
 	q.n++
 	q.mu.Unlock()
-	signal(q.ready)
+	q.pushed()
 	return true
 }
 

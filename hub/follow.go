@@ -373,16 +373,16 @@ func (f *followSource) Close() {
 	})
 }
 
-// park returns, for a reader following the tail at its head, a channel
-// closed when the tail has more (see Subscription.Park).
-func (f *followSource) park() (<-chan struct{}, bool) {
+// park registers, for a reader following the tail at its head, wake to
+// run when the tail has more (see Subscription.Park).
+func (f *followSource) park(wake func()) (*Parked, bool) {
 	if f.ring == nil && f.private == nil {
 		f.tryJoin() // as the next read would: a reader from "now" joins at the head
 	}
 	if f.ring == nil {
 		return nil, false
 	}
-	return f.ring.waitFor(f.seq)
+	return f.ring.park(f.seq, wake)
 }
 
 // onTail reports whether the reader currently follows the tail.

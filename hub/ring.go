@@ -68,9 +68,10 @@ type ring struct {
 	// segments are the seqs of entries whose before names other shards
 	// than the entry before it (a reshard passed): positions grow within a
 	// segment, not across one.
-	segments []uint64
-	wake     chan struct{} // closed and replaced at every append and at close
-	err      error         // set when the tail stopped
+	segments  []uint64
+	wake      chan struct{} // closed and replaced at every append and at close
+	parkedSet               // parked readers, woken at every append and at close (wake.go)
+	err       error         // set when the tail stopped
 	// open is set while the newest entry is a Partial piece: the tail is
 	// inside a chunked transaction whose first piece is openStart.
 	open      bool
@@ -118,18 +119,23 @@ func (r *ring) append(txn *source.Txn, after *binlogdatapb.VGtid, moved []string
 	}
 	wake := r.wake
 	r.wake = make(chan struct{})
+	parked := r.takeWaiters()
 	r.mu.Unlock()
 	close(wake)
+	wakeAll(parked)
 }
 
 // close ends the ring: followers get err once they have read every entry.
 func (r *ring) close(err error) {
 	r.mu.Lock()
+	var parked []*Parked
 	if r.err == nil {
 		r.err = err
 		close(r.wake)
+		parked = r.takeWaiters()
 	}
 	r.mu.Unlock()
+	wakeAll(parked)
 }
 
 // get returns the entry at seq, waiting for it while block is set. It fails
@@ -163,20 +169,6 @@ func (r *ring) get(ctx context.Context, seq uint64, block bool) (*ringEntry, err
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// waitFor returns a channel closed when entry seq is appended or the ring
-// closes, if seq is the next entry and the ring is open; otherwise (seq is
-// there already, evicted, or the tail stopped) it reports false: a read
-// does not block. The check and the channel are taken under one lock, so
-// no append falls between them.
-func (r *ring) waitFor(seq uint64) (<-chan struct{}, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.err != nil || seq != r.first+uint64(len(r.entries)) {
-		return nil, false
-	}
-	return r.wake, true
 }
 
 // available reports how many entries from seq on are in the ring.

@@ -25,15 +25,15 @@ type tokenSource interface {
 	cursorToken() string
 }
 
-// parker is a source that can tell a reader with nothing to read what to
-// wait on instead of blocking in Next (Subscription.Park).
+// parker is a source that can wake a reader with nothing to read when it
+// has more, instead of the reader blocking in Next (Subscription.Park).
 type parker interface {
-	park() (<-chan struct{}, bool)
+	park(wake func()) (*Parked, bool)
 }
 
-func parkOf(src txnSource) (<-chan struct{}, bool) {
+func parkOf(src txnSource, wake func()) (*Parked, bool) {
 	if p, ok := src.(parker); ok {
-		return p.park()
+		return p.park(wake)
 	}
 	return nil, false
 }
@@ -84,11 +84,11 @@ func (l *lazySource) Buffered() int {
 	return l.src.Buffered()
 }
 
-func (l *lazySource) park() (<-chan struct{}, bool) {
+func (l *lazySource) park(wake func()) (*Parked, bool) {
 	if l.src == nil {
 		return nil, false
 	}
-	return parkOf(l.src)
+	return parkOf(l.src, wake)
 }
 
 func (l *lazySource) Close() {
@@ -137,7 +137,7 @@ func (c *chainSource) Buffered() int { return c.srcs[0].Buffered() }
 // io.EOF, which a read must see to move on — except a fixed source with
 // nothing left (a reader from "now" has read its first position), which
 // is passed here as a read would.
-func (c *chainSource) park() (<-chan struct{}, bool) {
+func (c *chainSource) park(wake func()) (*Parked, bool) {
 	for len(c.srcs) > 1 {
 		s, ok := c.srcs[0].(*sliceSource)
 		if !ok || len(s.txns) > 0 {
@@ -145,7 +145,7 @@ func (c *chainSource) park() (<-chan struct{}, bool) {
 		}
 		c.srcs = c.srcs[1:]
 	}
-	return parkOf(c.srcs[0])
+	return parkOf(c.srcs[0], wake)
 }
 
 func (c *chainSource) cursorToken() string {

@@ -233,18 +233,20 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	return &Delivery{Txn: txn, Cursor: tok}, nil
 }
 
-// Park reports, when nothing is ready (TryNext would return nothing) and
-// the subscription follows its stream's tail at its head, a channel closed
-// once it may have more: a reader can then wait on it with other things
-// instead of keeping a goroutine blocked in Next (an idle WebSocket, DESIGN
-// §6.1). It reports false otherwise — something is ready, or the source
+// Park registers, when nothing is ready (TryNext would return nothing) and
+// the subscription follows its stream's tail at its head, wake to run
+// once it may have more: at the tail's next append, or when the tail
+// stops. A reader then needs no goroutine while it waits (an idle
+// WebSocket, DESIGN §6.1). wake runs on the tail's goroutine and must not
+// block. Park reports false otherwise — something is ready, or the source
 // (a catch-up VStream, a spool, a move between keyspaces) can only be
-// waited on in Next. A wake-up may bring only a heartbeat.
-func (s *Subscription) Park() (<-chan struct{}, bool) {
+// waited on in Next. A wake-up may bring only a heartbeat. The reader
+// withdraws a registration it no longer needs with Parked.Stop.
+func (s *Subscription) Park(wake func()) (*Parked, bool) {
 	if s.rest != nil {
 		return nil, false
 	}
-	return parkOf(s.r)
+	return parkOf(s.r, wake)
 }
 
 // Buffered reports how many transactions are ready without blocking.

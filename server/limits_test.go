@@ -138,8 +138,9 @@ func TestCORS(t *testing.T) {
 // limiter's wait returns once the handler is gone.
 func TestShutdownClosesWebSockets(t *testing.T) {
 	f := newAuthFixture(t)
-	closing := make(chan struct{})
-	f.closing, f.api.Shutdown = closing, closing
+	closing, closeStreams := context.WithCancel(context.Background())
+	defer closeStreams()
+	f.closing, f.closeStreams, f.api.Shutdown = closing, closeStreams, closing
 	f.h = f.Router()
 	srv := httptest.NewServer(f.h)
 	defer srv.Close()
@@ -154,7 +155,7 @@ func TestShutdownClosesWebSockets(t *testing.T) {
 	if c.Subprotocol() != "vsg.v1" || strings.Contains(resp.Header.Get("Sec-WebSocket-Protocol"), "bearer") {
 		t.Errorf("subprotocol answered: %q", resp.Header.Get("Sec-WebSocket-Protocol"))
 	}
-	close(closing)
+	closeStreams()
 	var disconnect string
 	for {
 		_, msg, err := c.Read(ctx)

@@ -38,10 +38,12 @@ type Server struct {
 	api     *handlers.API
 	http    *http.Server
 
-	authn   *Authenticator
-	limits  *Limiter
-	cors    *CORS
-	closing chan struct{} // closed when shutdown begins
+	authn  *Authenticator
+	limits *Limiter
+	cors   *CORS
+	// closing ends when shutdown begins (closeStreams).
+	closing      context.Context
+	closeStreams context.CancelFunc
 
 	journals *reshard.Registry
 	streams  *streams.Registry
@@ -84,7 +86,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	if s.authn, err = newAuthenticator(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	s.limits, s.cors, s.closing = newLimiter(cfg), newCORS(cfg.CORSOrigins), make(chan struct{})
+	s.limits, s.cors = newLimiter(cfg), newCORS(cfg.CORSOrigins)
+	s.closing, s.closeStreams = context.WithCancel(context.Background())
 	vtOpts, err := vtgateOptions(cfg)
 	if err != nil {
 		return nil, err

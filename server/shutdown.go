@@ -14,8 +14,8 @@ import (
 //   - hijacked WebSockets are not tracked by http.Server, so the limiter's
 //     count of streaming handlers is waited for too.
 func (s *Server) shutdown(ctx context.Context) error {
-	if s.closing != nil {
-		close(s.closing)
+	if s.closeStreams != nil {
+		s.closeStreams()
 	}
 	s.http.SetKeepAlivesEnabled(false)
 	err := s.http.Shutdown(ctx)

@@ -1,0 +1,273 @@
+package handlers
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/metrics"
+)
+
+// The writer of a WebSocket is a goroutine only while it has something to
+// do (DESIGN §6.1). Whatever gives it work — a message queued, the tail's
+// append under a parked subscription, the heartbeat timer, the producer's
+// exit, a reason to close, the session's end, the gateway's shutdown —
+// records it first (in the queue, a flag, a channel) and then kicks the
+// writer: kick starts the goroutine when none runs, or tells the running
+// one to look again before it stops. One writer at a time, and no work left
+// unseen: the writer marks itself running before it looks, and stops only
+// by a swap from running to idle, which fails when a kick came meanwhile.
+
+// The writer's states.
+const (
+	writerIdle    int32 = iota // no writer goroutine: a kick starts one
+	writerRunning              // a writer runs and looks for work
+	writerKicked               // it runs, and was kicked since it last looked
+	writerDone                 // the session is over: kicks do nothing
+)
+
+// writerState is the writer's state machine; start runs the writer's
+// goroutine (go ws.write, the session's).
+type writerState struct {
+	state atomic.Int32
+	start func()
+}
+
+// kick tells the writer that it may have work. It never blocks.
+func (w *writerState) kick() {
+	for {
+		switch w.state.Load() {
+		case writerIdle:
+			if w.state.CompareAndSwap(writerIdle, writerRunning) {
+				w.start()
+				return
+			}
+		case writerRunning:
+			if w.state.CompareAndSwap(writerRunning, writerKicked) {
+				return
+			}
+		default: // kicked already, or done
+			return
+		}
+	}
+}
+
+// claim makes the caller the writer if none runs.
+func (w *writerState) claim() bool { return w.state.CompareAndSwap(writerIdle, writerRunning) }
+
+// kickHere is kick from a goroutine that has nothing else to do (a timer's,
+// the producer's as it exits): the writer, if none runs, runs on it
+// instead of a goroutine of its own.
+func (w *writerState) kickHere(run func()) {
+	for {
+		switch w.state.Load() {
+		case writerIdle:
+			if w.state.CompareAndSwap(writerIdle, writerRunning) {
+				run()
+				return
+			}
+		case writerRunning:
+			if w.state.CompareAndSwap(writerRunning, writerKicked) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// look is called by the writer before it looks for work: the kicks before
+// it are answered by that look.
+func (w *writerState) look() { w.state.CompareAndSwap(writerKicked, writerRunning) }
+
+// rest stops the writer if nothing kicked it since it last looked; it
+// reports false when the writer must look again.
+func (w *writerState) rest() bool { return w.state.CompareAndSwap(writerRunning, writerIdle) }
+
+// done makes every later kick a no-op.
+func (w *writerState) done() { w.state.Store(writerDone) }
+
+// write is the writer's goroutine: it works until there is nothing to do,
+// and ends the session when it is over.
+func (ws *wsSession) write() {
+	over := true
+	defer func() {
+		ws.recoverPanic()
+		if over {
+			ws.finish()
+		}
+	}()
+	for {
+		ws.writer.look()
+		worked, end := ws.turn()
+		if end {
+			return
+		}
+		if !worked && ws.writer.rest() {
+			over = false
+			return
+		}
+	}
+}
+
+// turn does what is there to do now, without waiting, most urgent first:
+// the session's end, the producer's exit, the parked subscription, a burst
+// of the queue. It reports whether it did anything, and whether the
+// session is over.
+func (ws *wsSession) turn() (worked, over bool) {
+	select {
+	case <-ws.ctx.Done():
+		select {
+		case d := <-ws.closing:
+			ws.finalClose(d)
+		default:
+		}
+		return true, true
+	case d := <-ws.closing:
+		ws.finalClose(d)
+		return true, true
+	case <-ws.a.shutdown().Done():
+		metrics.WSDisconnect(DisconnectShutdown.label())
+		ws.finalClose(DisconnectShutdown)
+		return true, true
+	default:
+	}
+	if ws.producing {
+		select {
+		case p := <-ws.produced:
+			ws.producing = false
+			worked = true
+			if p != nil {
+				ws.parked = p
+				ws.idleFrom = time.Now()
+				ws.armBeat()
+			}
+		default:
+		}
+	}
+	if !ws.producing && ws.ctx.Err() == nil {
+		if ws.woken.Swap(false) {
+			ws.drain()
+			worked = true
+		}
+		if !ws.producing && ws.beatDue.Swap(false) {
+			ws.parkedHeartbeat()
+			worked = true
+		}
+	}
+	if ws.pingDue.Swap(false) {
+		if err := ws.keepAliveTurn(); err != nil {
+			return true, true
+		}
+		worked = true
+	}
+	n, err := ws.writeBurst()
+	if err != nil {
+		return true, true
+	}
+	return worked || n > 0, false
+}
+
+// writeBurst writes up to wsBurst queued messages: a burst per turn, not
+// one message, since a turn costs more than writing a small message. It
+// reports how many it wrote, and a failed write.
+func (ws *wsSession) writeBurst() (int, error) {
+	queue, conn := ws.queue, ws.conn
+	// buf is reused for every message of a burst (encoded here, framed,
+	// forgotten) and goes back to encodePool when the queue is empty.
+	var buf []byte
+	defer func() { putEncodeBuf(buf) }()
+	n := 0
+	for n < wsBurst {
+		m, ok := queue.pop()
+		if !ok {
+			break
+		}
+		n++
+		var err error
+		if m.txn != nil {
+			if buf == nil {
+				buf = takeEncodeBuf()
+			}
+			buf, err = writeTxn(conn, m.txn, ws.batch, buf)
+		} else {
+			err = conn.text(m.data)
+		}
+		ws.queued.Release(m.weight)
+		if err == nil && queue.len() == 0 {
+			err = conn.flush()
+		}
+		if err != nil {
+			return n, err
+		}
+		if m.txn != nil && len(m.txn.Events) > 0 {
+			metrics.WSWritten(m.txn.Received)
+		}
+		if m.cursor != "" {
+			ws.written.Store(&m.cursor)
+		}
+		if ws.stopping() {
+			break
+		}
+	}
+	return n, nil
+}
+
+// finish ends the session, on the writer's goroutine: the producer, if one
+// runs, returns first (the subscription is not safe for concurrent use),
+// then the subscription, the timers and the connection are closed.
+func (ws *wsSession) finish() {
+	ws.writer.done()
+	ws.cancel()
+	if ws.producing {
+		ws.parked = <-ws.produced
+		ws.producing = false
+	}
+	ws.parked.Stop()
+	ws.parked = nil
+	ws.stopBeat()
+	ws.keepAlive.Stop()
+	ws.stopWatch()
+	ws.s.Close()
+	if ws.acks != nil {
+		ws.acks.wait() // a pending ack gets its last attempt before the session ends
+	}
+	ws.stopAfterShutdown()
+	ws.done()
+}
+
+// end follows the session's cancel (ws.cancel is the only one of ws.ctx):
+// once the connection is done for, a write blocked on a client that
+// stopped reading gives up within wsGiveUp (a final message on a healthy
+// connection still fits in that time), and the writer comes to finish.
+// A function of the cancel rather than context.AfterFunc, which costs
+// every connection a context and a map of its own.
+func (ws *wsSession) end() {
+	if !ws.over.CompareAndSwap(false, true) {
+		return
+	}
+	if ws.conn != nil {
+		ws.conn.giveUpAfter(wsGiveUp)
+	}
+	ws.writer.kick()
+}
+
+// keepAliveTurn pings the client every --keepalive: the library answers
+// the client's pings, and the gateway sends its own, so that a client gone
+// without a word is noticed. A client that has not answered the last ping
+// by the next one is gone: the session ends (as the library's Ping timed
+// out before). The ping is the writer's to send, between two frames.
+func (ws *wsSession) keepAliveTurn() error {
+	if ws.pinged && !ws.conn.ponged.Load() {
+		return errNoPong
+	}
+	ws.conn.ponged.Store(false)
+	ws.pinged = true
+	if err := ws.conn.ping(); err != nil {
+		return err
+	}
+	ws.keepAlive.Reset(ws.a.Limits.KeepAlive)
+	return nil
+}
+
+var errNoPong = errors.New("websocket client did not answer a ping")
