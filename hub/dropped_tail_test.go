@@ -59,7 +59,8 @@ func TestTailEndsEveryFollowerWhenTablesDropped(t *testing.T) {
 	for _, s := range []*Subscription{a, b} {
 		samePos(t, "first delivery", next(t, s).VGtid, pos(10))
 	}
-	wake, parked := b.Park()
+	wake := make(chan struct{})
+	_, parked := b.Park(func() { close(wake) })
 	if !parked {
 		t.Fatal("a reader at the tail's head did not park")
 	}

@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"fmt"
 	"github.com/vstream-gateway/vstream-gateway/internal/syncbuf"
 	"log/slog"
 	"regexp"
@@ -67,7 +68,7 @@ func TestUpstreamOutageLoggedAndCounted(t *testing.T) {
 		source.WithMaxRetryWait(200*time.Millisecond))
 	t.Cleanup(c.Close)
 	outSpec := spec
-	outSpec.Name = "outage-test"
+	outSpec.Name = fmt.Sprintf("outage-test-%d", time.Now().UnixNano()) // its own metrics per run (-count)
 	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
 	}})
@@ -78,7 +79,7 @@ func TestUpstreamOutageLoggedAndCounted(t *testing.T) {
 	fake.Down()
 	waitFor(t, "the outage to be logged", func() bool { return strings.Contains(logs.String(), "upstream unavailable") })
 	waitFor(t, "the outage to be counted as lasting", func() bool {
-		return gauge(t, "vsg_upstream_unavailable", "outage-test") == 1 && gauge(t, "vsg_upstream_unavailable_seconds", "outage-test") >= 0.3
+		return gauge(t, "vsg_upstream_unavailable", outSpec.Name) == 1 && gauge(t, "vsg_upstream_unavailable_seconds", outSpec.Name) >= 0.3
 	})
 	if _, ok, err := r.TryNext(); ok || err != nil {
 		t.Fatalf("during the outage: delivery %v, err %v", ok, err)
@@ -102,13 +103,13 @@ func TestUpstreamOutageLoggedAndCounted(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 		t.Errorf("%d warnings for one short outage, want 1:\n%s", n, logs)
 	}
-	if v := gauge(t, "vsg_upstream_unavailable", "outage-test"); v != 0 {
+	if v := gauge(t, "vsg_upstream_unavailable", outSpec.Name); v != 0 {
 		t.Errorf("vsg_upstream_unavailable %v after the outage", v)
 	}
-	if v := counter(t, "vsg_upstream_interruptions_total", "outage-test"); v != 1 {
+	if v := counter(t, "vsg_upstream_interruptions_total", outSpec.Name); v != 1 {
 		t.Errorf("vsg_upstream_interruptions_total %v, want 1", v)
 	}
-	if n, sum := histogram(t, "vsg_upstream_outage_seconds", "outage-test"); n != 1 || sum < 0.3 {
+	if n, sum := histogram(t, "vsg_upstream_outage_seconds", outSpec.Name); n != 1 || sum < 0.3 {
 		t.Errorf("vsg_upstream_outage_seconds: %d observations, sum %v; want 1 of at least 0.3", n, sum)
 	}
 }

@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -91,7 +92,7 @@ func TestReparentReopensStream(t *testing.T) {
 	fake, c, logs := reparentSetup(t)
 	before := reparents(t, "0")
 	sp := spec
-	sp.Name = "reparent-test"
+	sp.Name = fmt.Sprintf("reparent-test-%d", time.Now().UnixNano()) // its own metrics per run (-count)
 	fake.Push(cutMidTransaction()...)
 	r := c.Open(context.Background(), sp, pos(10))
 	t.Cleanup(r.Close)
@@ -125,7 +126,7 @@ func TestReparentReopensStream(t *testing.T) {
 	if v := reparents(t, "0") - before; v != 1 {
 		t.Errorf("vsg_upstream_reparents_total{shard=0} grew by %v, want 1", v)
 	}
-	if n, sum := histogram(t, "vsg_upstream_outage_seconds", "reparent-test"); n != 1 || sum < silence.Seconds() {
+	if n, sum := histogram(t, "vsg_upstream_outage_seconds", sp.Name); n != 1 || sum < silence.Seconds() {
 		t.Errorf("vsg_upstream_outage_seconds: %d observations, sum %v; want 1 of at least %v", n, sum, silence.Seconds())
 	}
 }

@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -32,7 +33,8 @@ func TestStalledStreamReopened(t *testing.T) {
 		source.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	t.Cleanup(c.Close)
 	stallSpec := spec
-	stallSpec.Name = "stall-test"
+	// A name of its own per run: the metrics are the process's (-count).
+	stallSpec.Name = fmt.Sprintf("stall-test-%d", time.Now().UnixNano())
 	fake.Push(cutMidTransaction()...)
 	r := c.Open(context.Background(), stallSpec, pos(10))
 	t.Cleanup(r.Close)
@@ -57,17 +59,17 @@ func TestStalledStreamReopened(t *testing.T) {
 	}
 
 	waitFor(t, "the end of the outage to be logged", func() bool { return strings.Contains(logs.String(), "upstream available again") })
-	if !regexp.MustCompile(`level=WARN msg="upstream stalled: vtgate sent nothing, not even a heartbeat; reopening from the last transaction" stream=stall-test .*silent_for=\S+ stall_timeout=300ms`).MatchString(logs.String()) {
+	if !regexp.MustCompile(`level=WARN msg="upstream stalled: vtgate sent nothing, not even a heartbeat; reopening from the last transaction" stream=` + regexp.QuoteMeta(stallSpec.Name) + ` .*silent_for=\S+ stall_timeout=300ms`).MatchString(logs.String()) {
 		t.Errorf("no stall warning:\n%s", logs)
 	}
 	m := regexp.MustCompile(`upstream available again.* unavailable_for=(\S+)`).FindStringSubmatch(logs.String())
 	if d, err := time.ParseDuration(m[1]); err != nil || d < stallTimeout {
 		t.Errorf("logged outage %q, want at least the stall timeout %v (counted from the last event)", m[1], stallTimeout)
 	}
-	if v := counter(t, "vsg_upstream_stalls_total", "stall-test"); v != 1 {
+	if v := counter(t, "vsg_upstream_stalls_total", stallSpec.Name); v != 1 {
 		t.Errorf("vsg_upstream_stalls_total %v, want 1", v)
 	}
-	if n, sum := histogram(t, "vsg_upstream_outage_seconds", "stall-test"); n != 1 || sum < stallTimeout.Seconds() {
+	if n, sum := histogram(t, "vsg_upstream_outage_seconds", stallSpec.Name); n != 1 || sum < stallTimeout.Seconds() {
 		t.Errorf("vsg_upstream_outage_seconds: %d observations, sum %v; want 1 of at least %v", n, sum, stallTimeout.Seconds())
 	}
 }
