@@ -48,6 +48,9 @@ type wsConn struct {
 	// slow-consumer watchdog, see wsSession.watchWrites).
 	stalled    *time.Timer
 	stallAfter time.Duration
+	// hold, set by the waking goroutine's burst (wsSession.writeNow),
+	// makes text only buffer: that goroutine must never block on a write.
+	hold bool
 
 	// The reading goroutine's wait (awaitReadable): the library's read
 	// buffer, and the socket to wait on when that is empty (nil when the
@@ -130,6 +133,11 @@ func (c *wsConn) text(payload []byte) error {
 	}
 	c.takeBuf()
 	c.buf = appendFrameHeader(c.buf, 0x1, len(payload))
+	if c.hold {
+		// Buffered only: the caller (writeNow's burst) must not block.
+		c.buf = append(c.buf, payload...)
+		return nil
+	}
 	if len(payload) >= wsFlushAt {
 		// A big message (a batched transaction) is not copied: the buffer
 		// and it go out in one writev (which consumes the slice header
@@ -145,6 +153,57 @@ func (c *wsConn) text(payload []byte) error {
 		return c.flushLocked()
 	}
 	return nil
+}
+
+// tryFlush sends what is buffered as far as the socket takes it now,
+// without waiting; what it does not take stays buffered, in order, for the
+// writer goroutine's flush. It reports whether the buffer went out whole.
+// Why: a tail's append wakes every parked reader at once, and a goroutine
+// per reader and write (started, its stack grown, scheduled, ended) cost
+// more than the write itself; a socket with room, the usual case, is
+// written by the waking goroutine directly (DESIGN §6.1).
+func (c *wsConn) tryFlush() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.buf) == 0 {
+		c.releaseBuf()
+		return true, nil
+	}
+	if c.raw == nil || !canWriteNow {
+		return false, nil
+	}
+	var n int
+	var werr error
+	if err := c.raw.Write(func(fd uintptr) bool {
+		n, werr = writeNow(fd, c.buf)
+		return true // never wait here
+	}); err != nil {
+		return false, err
+	}
+	if werr != nil {
+		return false, werr
+	}
+	if n == len(c.buf) {
+		c.buf = c.buf[:0]
+		c.releaseBuf()
+		return true, nil
+	}
+	c.buf = c.buf[:copy(c.buf, c.buf[n:])]
+	return false, nil
+}
+
+// setHold turns text's buffering-only mode on or off.
+func (c *wsConn) setHold(on bool) {
+	c.mu.Lock()
+	c.hold = on
+	c.mu.Unlock()
+}
+
+// buffered reports how many bytes wait in the buffer.
+func (c *wsConn) buffered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.buf)
 }
 
 // flush sends what is buffered.

@@ -186,6 +186,13 @@ func (ws *wsSession) wakeOnTail() {
 			ws.drain()
 			continue
 		}
+		if ws.queue.len() > 0 {
+			if !ws.writeNow() {
+				go ws.write()
+				return
+			}
+			continue
+		}
 		if ws.writer.rest() {
 			return
 		}
@@ -193,11 +200,9 @@ func (ws *wsSession) wakeOnTail() {
 }
 
 // mayBlock reports whether the writer has work that may block or is not
-// the parked read: a writer goroutine does it.
+// the parked read or a write the socket takes at once: a writer goroutine
+// does it.
 func (ws *wsSession) mayBlock() bool {
-	if ws.producing || ws.ctx.Err() != nil || len(ws.closing) > 0 || ws.a.shutdown().Err() != nil ||
-		ws.pingDue.Load() || ws.beatDue.Load() {
-		return true
-	}
-	return ws.queue.len() > 0
+	return ws.producing || ws.ctx.Err() != nil || len(ws.closing) > 0 || ws.a.shutdown().Err() != nil ||
+		ws.pingDue.Load() || ws.beatDue.Load()
 }

@@ -64,9 +64,13 @@ func (q *wsQueue) push(ctx context.Context, m wsMessage) error {
 }
 
 // pop takes the oldest item, if any.
-func (q *wsQueue) pop() (wsMessage, bool) {
+func (q *wsQueue) pop() (wsMessage, bool) { return q.popUpTo(-1) }
+
+// popUpTo takes the oldest item if its weight is at most max (any weight
+// when max < 0).
+func (q *wsQueue) popUpTo(max int) (wsMessage, bool) {
 	q.mu.Lock()
-	if q.n == 0 {
+	if q.n == 0 || (max >= 0 && q.items[q.head].weight > max) {
 		q.mu.Unlock()
 		return wsMessage{}, false
 	}

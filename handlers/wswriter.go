@@ -200,17 +200,75 @@ func (ws *wsSession) writeBurst() (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if m.txn != nil && len(m.txn.Events) > 0 {
-			metrics.WSWritten(m.txn.Received)
-		}
-		if m.cursor != "" {
-			ws.written.Store(&m.cursor)
-		}
+		ws.wrote(&m)
 		if ws.stopping() {
 			break
 		}
 	}
+	if n == 0 {
+		// What a burst of the waking goroutine left buffered (writeNow):
+		// the socket had no room for it then.
+		return 0, conn.flush()
+	}
 	return n, nil
+}
+
+// wrote records a message handed to the connection.
+func (ws *wsSession) wrote(m *wsMessage) {
+	if m.txn != nil && len(m.txn.Events) > 0 {
+		metrics.WSWritten(m.txn.Received)
+	}
+	if m.cursor != "" {
+		c := m.cursor
+		ws.written.Store(&c)
+	}
+}
+
+// wsNowMax bounds the messages the waking goroutine writes itself
+// (writeNow): a larger one goes to the writer goroutine, which may block.
+const wsNowMax = 16 << 10
+
+// writeNow is the writer's burst run by the goroutine that woke a parked
+// subscription (the tail's, wakeOnTail): small queued messages are
+// buffered and sent as far as the socket takes them without waiting. It
+// reports false when a writer goroutine must go on: a message too large
+// for this path, bytes the socket did not take, or a failed write (which
+// the writer meets again and ends the session on).
+func (ws *wsSession) writeNow() bool {
+	queue, conn := ws.queue, ws.conn
+	if conn.raw == nil || !canWriteNow {
+		return false
+	}
+	var buf []byte
+	defer func() { putEncodeBuf(buf) }()
+	conn.setHold(true)
+	n := 0
+	for n < wsBurst && conn.buffered() < wsFlushAt {
+		m, ok := queue.popUpTo(wsNowMax)
+		if !ok {
+			break
+		}
+		n++
+		var err error
+		if m.txn != nil {
+			if buf == nil {
+				buf = takeEncodeBuf()
+			}
+			buf, err = writeTxn(conn, m.txn, ws.batch, buf)
+		} else {
+			err = conn.text(m.data)
+		}
+		ws.queued.Release(m.weight)
+		if err != nil {
+			// The library sent its close frame: the writer ends the session.
+			conn.setHold(false)
+			return false
+		}
+		ws.wrote(&m)
+	}
+	conn.setHold(false)
+	done, err := conn.tryFlush()
+	return done && err == nil && queue.len() == 0
 }
 
 // finish ends the session, on the writer's goroutine: the producer, if one

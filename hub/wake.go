@@ -1,6 +1,9 @@
 package hub
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // A parked reader (Subscription.Park) waits with no goroutine of its own:
 // it leaves a function with the ring, which the tail's next append (or the
@@ -78,8 +81,33 @@ func (r *ring) takeWaiters() []*Parked {
 }
 
 // wakeAll runs the functions of taken registrations. They must not block
-// (a WebSocket's starts its writer goroutine, at most).
+// (a WebSocket's writes what the socket takes at once, and starts its
+// writer goroutine for the rest). Many are shared out over the CPUs, a
+// part each, and all have run when it returns: one goroutine per CPU for
+// a thousand readers, where a goroutine each cost more than their writes.
 func wakeAll(ws []*Parked) {
+	parts := min(runtime.GOMAXPROCS(0), len(ws)/wakePart)
+	if parts <= 1 {
+		runAll(ws)
+		return
+	}
+	size := (len(ws) + parts - 1) / parts
+	var wg sync.WaitGroup
+	for i := size; i < len(ws); i += size {
+		wg.Add(1)
+		go func(part []*Parked) {
+			defer wg.Done()
+			runAll(part)
+		}(ws[i:min(i+size, len(ws))])
+	}
+	runAll(ws[:size])
+	wg.Wait()
+}
+
+// wakePart is the fewest registrations worth a goroutine of their own.
+const wakePart = 64
+
+func runAll(ws []*Parked) {
 	for _, p := range ws {
 		p.f()
 	}

@@ -69,3 +69,21 @@ func TestRingParkConcurrent(t *testing.T) {
 		t.Errorf("%d registrations left behind", n)
 	}
 }
+
+// wakeAll runs every registration exactly once before it returns, also
+// when it shares them out over the CPUs.
+func TestWakeAllRunsEachOnce(t *testing.T) {
+	for _, n := range []int{0, 1, wakePart - 1, wakePart, 2*wakePart + 1, 1000} {
+		runs := make([]atomic.Int32, n)
+		ws := make([]*Parked, n)
+		for i := range ws {
+			ws[i] = &Parked{f: func() { runs[i].Add(1) }}
+		}
+		wakeAll(ws)
+		for i := range runs {
+			if got := runs[i].Load(); got != 1 {
+				t.Fatalf("n=%d: registration %d ran %d times", n, i, got)
+			}
+		}
+	}
+}
