@@ -100,11 +100,31 @@ type txnLedger struct {
 	restarts  int
 	why       []string // why each connection ended, for a failure's message
 	err       error
+	// hold and release (holdAt): the reader stops once hold events are
+	// pending, until release is closed.
+	hold    int
+	release chan struct{}
 }
 
 func (l *txnLedger) add(id int64) {
 	l.mu.Lock()
 	l.pending = append(l.pending, id)
+	wait := l.hold > 0 && len(l.pending) >= l.hold
+	release := l.release
+	l.mu.Unlock()
+	if wait {
+		<-release
+		l.mu.Lock()
+		l.hold = 0
+		l.mu.Unlock()
+	}
+}
+
+// holdAt makes the reader stop reading once n events are pending, until
+// release is closed.
+func (l *txnLedger) holdAt(n int, release chan struct{}) {
+	l.mu.Lock()
+	l.hold, l.release = n, release
 	l.mu.Unlock()
 }
 

@@ -62,7 +62,7 @@ type bigRun struct {
 	hwmDone chan struct{}
 }
 
-func bigSetup(t *testing.T, n int) *bigRun {
+func bigSetup(t *testing.T, n int, flags ...string) *bigRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, err := cluster.OpenDB("commerce")
@@ -82,7 +82,7 @@ func bigSetup(t *testing.T, n int) *bigRun {
 	}
 	r.g = &gateway{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), args: append([]string{
 		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--vtgate", cluster.VtgateAddr(), "--insecure-no-auth",
-	}, whGatewayFlags(t)...)}
+	}, append(whGatewayFlags(t), flags...)...)}
 	// The Go runtime collects before the hard limit is reached; the limit
 	// is what the kernel enforces.
 	r.g.env = []string{"GOMEMLIMIT=200MiB"}
@@ -252,9 +252,18 @@ func TestHugeTransactionUnderMemoryLimit(t *testing.T) {
 func TestHugeTransactionGatewayKilled(t *testing.T) {
 	needFaults(t)
 	n := bigRows(t)
-	r := bigSetup(t, n)
+	// The WebSocket reader stops reading for a while below: it must not be
+	// closed as a slow consumer meanwhile.
+	r := bigSetup(t, n, "--ws-slow-after", "10m")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	// The readers go at their own paces (each may fall off the tail's
+	// history onto a VStream of its own), and one could finish the
+	// transaction before the slowest is a tenth into it: the WebSocket and
+	// SSE readers stop reading a tenth into it until the kill.
+	release := make(chan struct{})
+	r.ws.holdAt(n/10, release)
+	r.sse.holdAt(n/10, release)
 	wrote := make(chan error, 1)
 	go func() { wrote <- r.writeBig(ctx) }()
 	// Every reader is well into the transaction: a tenth of it pending.
@@ -275,6 +284,7 @@ func TestHugeTransactionGatewayKilled(t *testing.T) {
 	}
 	r.g.stop(syscall.SIGKILL)
 	killedAt := time.Now()
+	close(release)
 	r.g.start()
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
