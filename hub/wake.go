@@ -83,8 +83,11 @@ func (r *ring) takeWaiters() []*Parked {
 // wakeAll runs the functions of taken registrations. They must not block
 // (a WebSocket's writes what the socket takes at once, and starts its
 // writer goroutine for the rest). Many are shared out over the CPUs, a
-// part each, and all have run when it returns: one goroutine per CPU for
-// a thousand readers, where a goroutine each cost more than their writes.
+// goroutine per part: one goroutine per CPU for a thousand readers, where
+// a goroutine each cost more than their writes. The parts are not waited
+// for: the tail goes on appending, and a reader still being written when
+// the next entry comes takes both in one write (its wake-up finds it
+// running and tells it to look again).
 func wakeAll(ws []*Parked) {
 	parts := min(runtime.GOMAXPROCS(0), len(ws)/wakePart)
 	if parts <= 1 {
@@ -92,16 +95,9 @@ func wakeAll(ws []*Parked) {
 		return
 	}
 	size := (len(ws) + parts - 1) / parts
-	var wg sync.WaitGroup
-	for i := size; i < len(ws); i += size {
-		wg.Add(1)
-		go func(part []*Parked) {
-			defer wg.Done()
-			runAll(part)
-		}(ws[i:min(i+size, len(ws))])
+	for i := 0; i < len(ws); i += size {
+		go runAll(ws[i:min(i+size, len(ws))])
 	}
-	runAll(ws[:size])
-	wg.Wait()
 }
 
 // wakePart is the fewest registrations worth a goroutine of their own.

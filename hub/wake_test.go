@@ -70,16 +70,19 @@ func TestRingParkConcurrent(t *testing.T) {
 	}
 }
 
-// wakeAll runs every registration exactly once before it returns, also
-// when it shares them out over the CPUs.
+// wakeAll runs every registration exactly once, also when it shares them
+// out over the CPUs.
 func TestWakeAllRunsEachOnce(t *testing.T) {
 	for _, n := range []int{0, 1, wakePart - 1, wakePart, 2*wakePart + 1, 1000} {
 		runs := make([]atomic.Int32, n)
+		var wg sync.WaitGroup
+		wg.Add(n)
 		ws := make([]*Parked, n)
 		for i := range ws {
-			ws[i] = &Parked{f: func() { runs[i].Add(1) }}
+			ws[i] = &Parked{f: func() { runs[i].Add(1); wg.Done() }}
 		}
 		wakeAll(ws)
+		wg.Wait()
 		for i := range runs {
 			if got := runs[i].Load(); got != 1 {
 				t.Fatalf("n=%d: registration %d ran %d times", n, i, got)
