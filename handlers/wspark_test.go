@@ -124,15 +124,7 @@ func TestWSParkedFullQueueHandsOver(t *testing.T) {
 	drainQueue(ws)
 
 	// The client is behind: its queue (one message) is full.
-	if !ws.sink.tryHeartbeat("earlier") {
-		t.Fatal("could not fill the queue")
-	}
-	e.append(11, 11)
-	waitWoken(t, woken)
-	ws.drain()
-	if !ws.producing {
-		t.Fatal("the writer kept a subscription whose delivery found the queue full: no producer blocks on it")
-	}
+	wakeOnFullQueue(t, e, ws, woken, 11)
 	// The client takes one message: the producer's transaction follows it.
 	if m, _ := ws.queue.pop(); m.cursor != "earlier" {
 		t.Fatalf("first message %+v, want the earlier heartbeat", m)
@@ -154,15 +146,7 @@ func TestWSParkedFullQueueHandsOver(t *testing.T) {
 		ws.parked = <-ws.produced // parked again
 		ws.producing = false
 	}
-	if !ws.sink.tryHeartbeat("earlier") {
-		t.Fatal("could not fill the queue")
-	}
-	e.append(12, 12)
-	waitWoken(t, woken)
-	ws.drain()
-	if !ws.producing {
-		t.Fatal("no producer took over the full queue")
-	}
+	wakeOnFullQueue(t, e, ws, woken, 12)
 	select {
 	case d := <-ws.closing:
 		if d.Code != DisconnectSlow.Code {
@@ -178,6 +162,22 @@ func drainQueue(ws *wsSession) {
 		if _, ok := ws.queue.pop(); !ok {
 			return
 		}
+	}
+}
+
+// wakeOnFullQueue fills the client's queue (one message), appends row id
+// to the tail and lets the woken writer read it: a producer must take over
+// the full queue.
+func wakeOnFullQueue(t *testing.T, e *parkEnv, ws *wsSession, woken <-chan struct{}, id int) {
+	t.Helper()
+	if !ws.sink.tryHeartbeat("earlier") {
+		t.Fatal("could not fill the queue")
+	}
+	e.append(id, id)
+	waitWoken(t, woken)
+	ws.drain()
+	if !ws.producing {
+		t.Fatal("the writer kept a subscription whose delivery found the queue full: no producer took over")
 	}
 }
 

@@ -185,15 +185,7 @@ func (ws *wsSession) writeBurst() (int, error) {
 		}
 		n++
 		var err error
-		if m.txn != nil {
-			if buf == nil {
-				buf = takeEncodeBuf()
-			}
-			buf, err = writeTxn(conn, m.txn, ws.batch, buf)
-		} else {
-			err = conn.text(m.data)
-		}
-		ws.queued.Release(m.weight)
+		buf, err = ws.frame(&m, buf)
 		if err == nil && queue.len() == 0 {
 			err = conn.flush()
 		}
@@ -211,6 +203,23 @@ func (ws *wsSession) writeBurst() (int, error) {
 		return 0, conn.flush()
 	}
 	return n, nil
+}
+
+// frame hands a queued message to the connection (its events encoded into
+// buf, taken from encodePool when nil) and releases its place in the
+// queue's budget.
+func (ws *wsSession) frame(m *wsMessage, buf []byte) ([]byte, error) {
+	var err error
+	if m.txn != nil {
+		if buf == nil {
+			buf = takeEncodeBuf()
+		}
+		buf, err = writeTxn(ws.conn, m.txn, ws.batch, buf)
+	} else {
+		err = ws.conn.text(m.data)
+	}
+	ws.queued.Release(m.weight)
+	return buf, err
 }
 
 // wrote records a message handed to the connection.
@@ -250,16 +259,7 @@ func (ws *wsSession) writeNow() bool {
 		}
 		n++
 		var err error
-		if m.txn != nil {
-			if buf == nil {
-				buf = takeEncodeBuf()
-			}
-			buf, err = writeTxn(conn, m.txn, ws.batch, buf)
-		} else {
-			err = conn.text(m.data)
-		}
-		ws.queued.Release(m.weight)
-		if err != nil {
+		if buf, err = ws.frame(&m, buf); err != nil {
 			// The library sent its close frame: the writer ends the session.
 			conn.setHold(false)
 			return false

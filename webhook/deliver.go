@@ -351,27 +351,32 @@ func (ss *session) deadLetter(ctx context.Context, wh *Webhook, b *batch, rec *i
 // disable records that the receiver answered 410 Gone. The batch stays
 // undelivered and the cursor where it is: Resume starts again from it.
 func (d *deliverer) disable(ctx context.Context, a *attempt) error {
+	if err := d.markDisabled(ctx, "receiver answered 410 Gone: "+a.describe()); err != nil {
+		return err
+	}
+	d.log.Warn("webhook disabled: receiver answered 410 Gone", "status", a.status)
+	return ErrGone
+}
+
+// markDisabled stores the webhook's status as disabled for reason, under
+// the delivery's lease, and counts it.
+func (d *deliverer) markDisabled(ctx context.Context, reason string) error {
 	wh := d.wh.Load()
-	st := &Status{Disabled: true, DisabledReason: "receiver answered 410 Gone: " + a.describe(), DisabledAt: d.s.now().UTC()}
+	st := &Status{Disabled: true, DisabledReason: reason, DisabledAt: d.s.now().UTC()}
 	v, _ := json.Marshal(st)
 	if err := d.s.st.PutFenced(ctx, nsStatus, wh.ID, v, d.lease.Name, d.lease.Token); err != nil {
 		return fenced(err)
 	}
 	d.s.metrics.deliveries.WithLabelValues(wh.ID, "disabled").Inc()
-	d.log.Warn("webhook disabled: receiver answered 410 Gone", "status", a.status)
-	return ErrGone
+	return nil
 }
 
 // ended disables the webhook whose stream cannot go on (err says why): the
 // cursor stays where it is, after every batch the receiver confirmed.
 func (d *deliverer) ended(ctx context.Context, err error) error {
-	wh := d.wh.Load()
-	st := &Status{Disabled: true, DisabledReason: "tables_dropped: " + err.Error(), DisabledAt: d.s.now().UTC()}
-	v, _ := json.Marshal(st)
-	if perr := d.s.st.PutFenced(ctx, nsStatus, wh.ID, v, d.lease.Name, d.lease.Token); perr != nil {
-		return fenced(perr)
+	if perr := d.markDisabled(ctx, "tables_dropped: "+err.Error()); perr != nil {
+		return perr
 	}
-	d.s.metrics.deliveries.WithLabelValues(wh.ID, "disabled").Inc()
 	d.log.Error("webhook disabled: its stream ended", "err", err)
 	return fmt.Errorf("%w: %w", ErrStreamEnded, err)
 }
