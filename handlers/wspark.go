@@ -95,6 +95,7 @@ func (ws *wsSession) drain() {
 	// one): withdraw it, if it is still there, before making a new one.
 	ws.parked.Stop()
 	ws.parked = nil
+	var now time.Time // one clock read for what this wake-up delivers
 	for {
 		d, ok, err := ws.s.TryNext(ws.ctx)
 		if err != nil {
@@ -108,7 +109,10 @@ func (ws *wsSession) drain() {
 		if d.Heartbeat || len(d.Events) == 0 {
 			continue
 		}
-		ws.idleFrom = time.Now()
+		if now.IsZero() {
+			now = time.Now()
+		}
+		ws.idleFrom = now
 		d = ws.o.apply(d)
 		if !ws.sink.tryDeliver(d) {
 			// The queue is full: the producer takes over with d and

@@ -93,35 +93,9 @@ func newParkEnv(t *testing.T) *parkEnv {
 // from the queue.
 func TestWSParkedFullQueueHandsOver(t *testing.T) {
 	e := newParkEnv(t)
-	s, err := e.hub.Open(context.Background(), e.def, hub.From{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	limits := DefaultLimits()
 	limits.WSQueue, limits.WSSlowAfter = 1, 300*time.Millisecond
-	a := &API{Limits: limits, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	ws := a.newWSSession(httptest.NewRequest("GET", "/v1/streams/orders/ws", nil), e.def, "", s, nil, nil)
-	// The test plays the writer: kicks do nothing.
-	ws.writer.done()
-	woken := make(chan struct{}, 1)
-	ws.wake = func() { signal(woken) }
-	defer func() {
-		ws.cancel()
-		if ws.producing {
-			<-ws.produced
-		}
-		s.Close()
-	}()
-	// The first read: the subscription's start, then parked by the
-	// producer (as a new session is).
-	ws.startProducer(nil)
-	if p := <-ws.produced; p == nil {
-		t.Fatal("a subscription at the tail's head was not parked")
-	} else {
-		ws.parked = p
-	}
-	ws.producing = false
-	drainQueue(ws)
+	ws, woken := parkedSession(t, e, limits)
 
 	// The client is behind: its queue (one message) is full.
 	wakeOnFullQueue(t, e, ws, woken, 11)
@@ -163,6 +137,39 @@ func drainQueue(ws *wsSession) {
 			return
 		}
 	}
+}
+
+// parkedSession is a WebSocket session on e's stream, parked on the tail
+// as a new session is after its first read. The test plays the writer
+// (kicks do nothing); woken is signalled by the tail's wake-ups.
+func parkedSession(t *testing.T, e *parkEnv, limits Limits) (*wsSession, <-chan struct{}) {
+	t.Helper()
+	s, err := e.hub.Open(context.Background(), e.def, hub.From{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &API{Limits: limits, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ws := a.newWSSession(httptest.NewRequest("GET", "/v1/streams/orders/ws", nil), e.def, "", s, nil, nil)
+	ws.writer.done()
+	woken := make(chan struct{}, 1)
+	ws.wake = func() { signal(woken) }
+	t.Cleanup(func() {
+		ws.cancel()
+		if ws.producing {
+			<-ws.produced
+		}
+		ws.stopBeat()
+		s.Close()
+	})
+	ws.startProducer(nil)
+	if p := <-ws.produced; p == nil {
+		t.Fatal("a subscription at the tail's head was not parked")
+	} else {
+		ws.parked = p
+	}
+	ws.producing = false
+	drainQueue(ws)
+	return ws, woken
 }
 
 // wakeOnFullQueue fills the client's queue (one message), appends row id

@@ -192,7 +192,7 @@ func (ws *wsSession) writeBurst() (int, error) {
 		if err != nil {
 			return n, err
 		}
-		ws.wrote(&m)
+		ws.wrote(&m, time.Time{})
 		if ws.stopping() {
 			break
 		}
@@ -222,10 +222,15 @@ func (ws *wsSession) frame(m *wsMessage, buf []byte) ([]byte, error) {
 	return buf, err
 }
 
-// wrote records a message handed to the connection.
-func (ws *wsSession) wrote(m *wsMessage) {
+// wrote records a message handed to the connection, at now (the clock
+// read here when zero).
+func (ws *wsSession) wrote(m *wsMessage, now time.Time) {
 	if m.txn != nil && len(m.txn.Events) > 0 {
-		metrics.WSWritten(m.txn.Received)
+		if now.IsZero() {
+			metrics.WSWritten(m.txn.Received)
+		} else {
+			metrics.WSWrittenAt(m.txn.Received, now)
+		}
 	}
 	if m.cursor != "" {
 		c := m.cursor
@@ -250,6 +255,9 @@ func (ws *wsSession) writeNow() bool {
 	}
 	var buf []byte
 	defer func() { putEncodeBuf(buf) }()
+	// One clock read for the burst: it is sent within microseconds, or
+	// left to the writer goroutine.
+	now := time.Now()
 	conn.setHold(true)
 	n := 0
 	for n < wsBurst && conn.buffered() < wsFlushAt {
@@ -264,7 +272,7 @@ func (ws *wsSession) writeNow() bool {
 			conn.setHold(false)
 			return false
 		}
-		ws.wrote(&m)
+		ws.wrote(&m, now)
 	}
 	conn.setHold(false)
 	done, err := conn.tryFlush()

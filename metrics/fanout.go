@@ -24,3 +24,11 @@ func WSWritten(received time.Time) {
 		wsWriteDelay.Observe(time.Since(received).Seconds())
 	}
 }
+
+// WSWrittenAt records a transaction received at received, written at now
+// (one clock read for a burst written at once).
+func WSWrittenAt(received, now time.Time) {
+	if !received.IsZero() {
+		wsWriteDelay.Observe(now.Sub(received).Seconds())
+	}
+}
