@@ -227,12 +227,12 @@ func (ws *wsSession) frame(m *wsMessage, buf []byte) ([]byte, error) {
 func (ws *wsSession) wrote(m *wsMessage, now time.Time) {
 	if m.txn != nil && len(m.txn.Events) > 0 {
 		if now.IsZero() {
-			metrics.WSWritten(m.txn.Received)
-		} else {
-			metrics.WSWrittenAt(m.txn.Received, now)
+			now = time.Now()
 		}
+		metrics.WSWritten(m.txn.Received, now)
 	}
 	if m.cursor != "" {
+		// A copy: a pointer into m would keep its transaction alive.
 		c := m.cursor
 		ws.written.Store(&c)
 	}

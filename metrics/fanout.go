@@ -18,16 +18,9 @@ var wsWriteDelay = prometheus.NewHistogram(prometheus.HistogramOpts{
 
 func init() { Registry.MustRegister(wsWriteDelay) }
 
-// WSWritten records a transaction received at received, written now.
-func WSWritten(received time.Time) {
-	if !received.IsZero() {
-		wsWriteDelay.Observe(time.Since(received).Seconds())
-	}
-}
-
-// WSWrittenAt records a transaction received at received, written at now
-// (one clock read for a burst written at once).
-func WSWrittenAt(received, now time.Time) {
+// WSWritten records a transaction received at received, written at now
+// (one clock read may serve a burst written at once).
+func WSWritten(received, now time.Time) {
 	if !received.IsZero() {
 		wsWriteDelay.Observe(now.Sub(received).Seconds())
 	}
