@@ -51,6 +51,14 @@ type wsConn struct {
 	// hold, set by the waking goroutine's burst (wsSession.writeNow),
 	// makes text only buffer: that goroutine must never block on a write.
 	hold bool
+	// tryWrite is tryFlush's function for raw.Write, made once (a
+	// function made per call would be an allocation per write), and
+	// tried its result.
+	tryWrite func(fd uintptr) bool
+	tried    struct {
+		n   int
+		err error
+	}
 
 	// The reading goroutine's wait (awaitReadable): the library's read
 	// buffer, and the socket to wait on when that is empty (nil when the
@@ -172,14 +180,17 @@ func (c *wsConn) tryFlush() (bool, error) {
 	if c.raw == nil || !canWriteNow {
 		return false, nil
 	}
-	var n int
-	var werr error
-	if err := c.raw.Write(func(fd uintptr) bool {
-		n, werr = writeNow(fd, c.buf)
-		return true // never wait here
-	}); err != nil {
+	if c.tryWrite == nil {
+		c.tryWrite = func(fd uintptr) bool {
+			c.tried.n, c.tried.err = writeNow(fd, c.buf)
+			return true // never wait here
+		}
+	}
+	if err := c.raw.Write(c.tryWrite); err != nil {
 		return false, err
 	}
+	n, werr := c.tried.n, c.tried.err
+	c.tried.err = nil
 	if werr != nil {
 		return false, werr
 	}

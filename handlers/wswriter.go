@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -178,6 +179,8 @@ func (ws *wsSession) writeBurst() (int, error) {
 	var buf []byte
 	defer func() { putEncodeBuf(buf) }()
 	n := 0
+	var last string // the cursor of the last transaction handed over
+	defer func() { ws.setWritten(last) }()
 	for n < wsBurst {
 		m, ok := queue.pop()
 		if !ok {
@@ -193,6 +196,7 @@ func (ws *wsSession) writeBurst() (int, error) {
 			return n, err
 		}
 		ws.wrote(&m, time.Time{})
+		last = cmp.Or(m.cursor, last)
 		if ws.stopping() {
 			break
 		}
@@ -231,10 +235,15 @@ func (ws *wsSession) wrote(m *wsMessage, now time.Time) {
 		}
 		metrics.WSWritten(m.txn.Received, now)
 	}
-	if m.cursor != "" {
-		// A copy: a pointer into m would keep its transaction alive.
-		c := m.cursor
-		ws.written.Store(&c)
+}
+
+// setWritten records the cursor of the last transaction handed to the
+// connection (for the final message), once per burst rather than per
+// message: each record is an allocation. A copy: a pointer into the
+// queued message would keep its transaction alive.
+func (ws *wsSession) setWritten(cursor string) {
+	if cursor != "" {
+		ws.written.Store(&cursor)
 	}
 }
 
@@ -260,6 +269,8 @@ func (ws *wsSession) writeNow() bool {
 	now := time.Now()
 	conn.setHold(true)
 	n := 0
+	var last string // the cursor of the last transaction handed over
+	defer func() { ws.setWritten(last) }()
 	for n < wsBurst && conn.buffered() < wsFlushAt {
 		m, ok := queue.popUpTo(wsNowMax)
 		if !ok {
@@ -273,6 +284,7 @@ func (ws *wsSession) writeNow() bool {
 			return false
 		}
 		ws.wrote(&m, now)
+		last = cmp.Or(m.cursor, last)
 	}
 	conn.setHold(false)
 	done, err := conn.tryFlush()

@@ -35,8 +35,9 @@ type followSource struct {
 	t       *tail // held from creation to Close
 	ring    *ring // set while following the tail
 	seq     uint64
-	aligned bool   // pos equals the tail's position before entry seq
-	tok     string // token of the last delivery, when it is the tail's
+	aligned bool      // pos equals the tail's position before entry seq
+	tok     string    // token of the last delivery, when it is the tail's
+	shared  *Delivery // the tail's delivery of the last transaction, when it is the reader's
 
 	private txnSource // the catch-up VStream, while there is one
 	closed  sync.Once
@@ -166,7 +167,7 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 			return nil, err
 		}
 		f.sinceJoinCheck++
-		f.tok = ""
+		f.tok, f.shared = "", nil
 		if !txn.Heartbeat {
 			f.pos = txn.VGtid
 		}
@@ -269,7 +270,7 @@ func (f *followSource) TryNext() (*source.Txn, bool, error) {
 		txn, ok, err := f.private.TryNext()
 		if ok {
 			f.sinceJoinCheck++
-			f.tok = ""
+			f.tok, f.shared = "", nil
 			if !txn.Heartbeat {
 				f.pos = txn.VGtid
 			}
@@ -285,7 +286,7 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 	if e.txn.Heartbeat {
 		out := *e.txn
 		out.VGtid = f.pos
-		f.tok = ""
+		f.tok, f.shared = "", nil
 		return &out, true
 	}
 	if !f.aligned && len(e.moved) > 0 && f.holds(e) {
@@ -297,7 +298,11 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 		f.pos = advance(f.pos, e.after, e.moved)
 		f.aligned = position.Of(f.pos).Identical(position.Of(e.after))
 	}
-	f.tok = ""
+	if f.aligned && !e.txn.Partial && e.shared != nil {
+		f.tok, f.shared = e.shared.Cursor, e.shared
+		return e.shared.Txn, true
+	}
+	f.tok, f.shared = "", nil
 	if f.aligned && !e.txn.Partial {
 		f.tok, _ = e.token(func(v *binlogdatapb.VGtid) (string, error) {
 			return f.h.Token(context.Background(), f.def, v)
@@ -349,6 +354,10 @@ func advance(pos, after *binlogdatapb.VGtid, moved []string) *binlogdatapb.VGtid
 // cursorToken returns the token of the last delivery when it is the
 // tail's own (shared by every reader in step with the tail), or "".
 func (f *followSource) cursorToken() string { return f.tok }
+
+// sharedDelivery returns the tail's delivery of the last transaction when
+// the reader's is that one, or nil.
+func (f *followSource) sharedDelivery() *Delivery { return f.shared }
 
 func (f *followSource) Buffered() int {
 	if f.ring != nil {

@@ -69,3 +69,12 @@ func (s *skipSource) cursorToken() string {
 	}
 	return ""
 }
+
+// sharedDelivery passes the tail's delivery through: it is the reader's
+// only when no event of it was skipped (the transaction is the same).
+func (s *skipSource) sharedDelivery() *Delivery {
+	if ts, ok := s.txnSource.(tokenSource); ok {
+		return ts.sharedDelivery()
+	}
+	return nil
+}

@@ -96,9 +96,17 @@ func TestParkStop(t *testing.T) {
 	if !ok {
 		t.Fatal("a reader at the head cannot be parked")
 	}
-	pb, _ := b.Park(func() { ran[1].Add(1) })
+	// woke is closed once both kept registrations have run, in either
+	// order.
 	woke := make(chan struct{})
-	if _, ok := b.Park(func() { ran[2].Add(1); close(woke) }); !ok {
+	var kept atomic.Int32
+	keptRan := func() {
+		if kept.Add(1) == 2 {
+			close(woke)
+		}
+	}
+	pb, _ := b.Park(func() { ran[1].Add(1); keptRan() })
+	if _, ok := b.Park(func() { ran[2].Add(1); keptRan() }); !ok {
 		t.Fatal("a second registration was refused")
 	}
 	if !pa.Stop() {

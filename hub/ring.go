@@ -45,6 +45,10 @@ type ringEntry struct {
 	tokOnce sync.Once
 	tok     string
 	tokErr  error
+	// shared is the delivery of every follower in step with the tail (its
+	// position the tail's after the entry), made with the token: they
+	// share its transaction and cursor rather than copy them each.
+	shared *Delivery
 }
 
 // token is the cursor token of the tail's position after the entry, made
@@ -68,7 +72,11 @@ type ring struct {
 	// segments are the seqs of entries whose before names other shards
 	// than the entry before it (a reshard passed): positions grow within a
 	// segment, not across one.
-	segments  []uint64
+	segments []uint64
+	// mint makes the cursor token of a position, when set (by the tail):
+	// an entry's token is then made once, by the tail, before any
+	// follower needs it.
+	mint      func(*binlogdatapb.VGtid) (string, error)
 	wake      chan struct{} // closed and replaced at every append and at close
 	parkedSet               // parked readers, woken at every append and at close (wake.go)
 	err       error         // set when the tail stopped
@@ -85,11 +93,24 @@ func newRing(maxBytes, maxCount int, start *binlogdatapb.VGtid) *ring {
 // append adds the tail's next transaction and evicts what no longer fits.
 // after is the tail's position after it, moved the shards it advances.
 func (r *ring) append(txn *source.Txn, after *binlogdatapb.VGtid, moved []string) {
-	r.mu.Lock()
-	e := &ringEntry{
-		seq: r.first + uint64(len(r.entries)), txn: txn,
-		before: r.pos, after: after, moved: moved, weight: txn.Weight(),
+	e := &ringEntry{txn: txn, after: after, moved: moved, weight: txn.Weight()}
+	if r.mint != nil && !txn.Partial && !txn.Heartbeat {
+		// Made before the entry is seen: the followers woken for it would
+		// otherwise queue on the first one's making of it.
+		tok, err := r.mint(after)
+		e.tokOnce.Do(func() { e.tok, e.tokErr = tok, err })
+		if err == nil && tok != "" {
+			shared := txn
+			if after != txn.VGtid {
+				c := *txn
+				c.VGtid = after
+				shared = &c
+			}
+			e.shared = &Delivery{Txn: shared, Cursor: tok}
+		}
 	}
+	r.mu.Lock()
+	e.seq, e.before = r.first+uint64(len(r.entries)), r.pos
 	e.start = e.seq
 	if txn.Continued && r.open {
 		e.start = r.openStart
@@ -119,23 +140,24 @@ func (r *ring) append(txn *source.Txn, after *binlogdatapb.VGtid, moved []string
 	}
 	wake := r.wake
 	r.wake = make(chan struct{})
-	parked := r.takeWaiters()
+	next := r.first + uint64(len(r.entries))
 	r.mu.Unlock()
 	close(wake)
-	wakeAll(parked)
+	r.appended(next)
 }
 
 // close ends the ring: followers get err once they have read every entry.
 func (r *ring) close(err error) {
 	r.mu.Lock()
-	var parked []*Parked
-	if r.err == nil {
+	first := r.err == nil
+	if first {
 		r.err = err
 		close(r.wake)
-		parked = r.takeWaiters()
 	}
 	r.mu.Unlock()
-	wakeAll(parked)
+	if first {
+		r.closeWaiters()
+	}
 }
 
 // get returns the entry at seq, waiting for it while block is set. It fails

@@ -23,6 +23,10 @@ type txnSource interface {
 // that it is not encoded once per reader.
 type tokenSource interface {
 	cursorToken() string
+	// sharedDelivery returns a delivery made once for every reader of
+	// the last transaction, or nil; it is the reader's only when its
+	// transaction is the one returned.
+	sharedDelivery() *Delivery
 }
 
 // parker is a source that can wake a reader with nothing to read when it
@@ -153,6 +157,13 @@ func (c *chainSource) cursorToken() string {
 		return ts.cursorToken()
 	}
 	return ""
+}
+
+func (c *chainSource) sharedDelivery() *Delivery {
+	if ts, ok := c.srcs[0].(tokenSource); ok {
+		return ts.sharedDelivery()
+	}
+	return nil
 }
 
 func (c *chainSource) Close() {

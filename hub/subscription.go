@@ -219,6 +219,11 @@ func (s *Subscription) deliver(ctx context.Context, txn *source.Txn) (*Delivery,
 	}
 	tok := ""
 	if ts, ok := s.r.(tokenSource); ok {
+		if d := ts.sharedDelivery(); d != nil && d.Txn == txn {
+			// In step with the tail: its delivery, made once for all.
+			s.pos, s.token = txn.VGtid, d.Cursor
+			return d, nil
+		}
 		tok = ts.cursorToken()
 	}
 	var err error

@@ -220,6 +220,7 @@ func (t *tail) run(ctx context.Context) {
 				continue
 			}
 			ring = newRing(t.h.tailOpts.RingBytes, t.h.tailOpts.RingEntries, txn.VGtid)
+			ring.mint = func(v *binlogdatapb.VGtid) (string, error) { return t.h.Token(context.Background(), t.def, v) }
 			t.ring = ring
 			close(t.ready)
 			log.Info("stream tail started", "position", txn.VGtid.String())

@@ -3,17 +3,19 @@ package hub
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // A parked reader (Subscription.Park) waits with no goroutine of its own:
-// it leaves a function with the ring, which the tail's next append (or the
-// ring's close) runs once. An idle WebSocket is then a registration here
-// and nothing running (DESIGN §6.1).
+// it leaves a function with the ring, which a wake-up round after the
+// tail's next append (or the ring's close) runs once. An idle WebSocket is
+// then a registration here and nothing running (DESIGN §6.1).
 
 // Parked is a parked reader's registration with its stream's ring.
 type Parked struct {
 	r   *ring
 	f   func()
+	seq uint64 // the entry it waits for
 	gen uint64 // the ring's waiter generation it was registered in
 	idx int    // its place in r.waiters while gen is current
 }
@@ -39,64 +41,147 @@ func (p *Parked) Stop() bool {
 	return true
 }
 
-// parkedSet is the part of a ring that parked readers register with; its
-// lock (wmu) is taken under the ring's read lock to register, and alone to
-// withdraw.
+// parkedSet is the part of a ring that parked readers register with. Its
+// lock (wmu) guards the registrations and the seq of the next entry as
+// the registrations see it, so a reader parks without the ring's lock and
+// never waits for an append in progress.
+//
+// One wake-up round runs at a time. An append during a round does not
+// start another: the round's end does, with every registration that is
+// due by then. A reader the round has written to and parked again is
+// woken once for all the entries appended meanwhile — one write instead
+// of one each — so a gateway short of CPU spends less of it per entry
+// rather than more, and readers are not written by two rounds at once.
+// On a machine with CPU to spare a round ends long before the next
+// append, and each entry is woken for at once as before.
 type parkedSet struct {
 	wmu     sync.Mutex
 	waiters []*Parked
-	// wgen counts the times the waiters were taken: a registration of an
+	// wgen counts the times waiters were taken: a registration of an
 	// earlier generation has been taken (Stop is then a no-op), so taking
-	// them all costs no walk under the lock.
+	// them costs no walk under the lock.
 	wgen uint64
+	// next is the seq of the next entry; closed is set with the ring's
+	// error. Both change under wmu as well as the ring's lock.
+	next   uint64
+	closed bool
+	// waking is set while a round runs; pending when an entry was
+	// appended during it.
+	waking, pending bool
 }
 
 // park registers f to run once when entry seq is appended or the ring
 // closes, if seq is the next entry and the ring is open; otherwise (seq
 // is there already, evicted, or the tail stopped) it reports false: a read
-// does not block. The check and the registration are made under the
-// ring's lock, so no append falls between them.
+// does not block. The check and the registration are made under wmu, with
+// which append publishes the entry, so no append falls between them.
 func (r *ring) park(seq uint64, f func()) (*Parked, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.err != nil || seq != r.first+uint64(len(r.entries)) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	if r.closed || seq != r.next {
 		return nil, false
 	}
-	r.wmu.Lock()
-	p := &Parked{r: r, f: f, gen: r.wgen, idx: len(r.waiters)}
+	p := &Parked{r: r, f: f, seq: seq, gen: r.wgen, idx: len(r.waiters)}
 	r.waiters = append(r.waiters, p)
-	r.wmu.Unlock()
 	return p, true
 }
 
-// takeWaiters empties the registrations and returns them, to be woken
-// once the ring's lock is released. Called with r.mu held for writing.
-func (r *ring) takeWaiters() []*Parked {
+// appended publishes entry seq to the registrations (called by append
+// once the entry is in the ring) and wakes the due ones, unless a round
+// runs: that round's end takes them.
+func (r *ring) appended(next uint64) {
 	r.wmu.Lock()
+	r.next = next
+	var ws []*Parked
+	if r.waking {
+		r.pending = true
+	} else {
+		ws = r.takeDue()
+		r.waking = len(ws) > 0
+	}
+	r.wmu.Unlock()
+	r.wakeRounds(ws)
+}
+
+// closeWaiters takes every registration, due or not, for the ring's
+// close, and runs them: a round in progress does not hold them back.
+func (r *ring) closeWaiters() {
+	r.wmu.Lock()
+	r.closed = true
 	ws := r.waiters
 	r.waiters = nil
 	r.wgen++
 	r.wmu.Unlock()
+	runAll(ws)
+}
+
+// takeDue takes the registrations for entries appended, leaving those
+// made since the last append (they wait for the next). Called with wmu
+// held.
+func (r *ring) takeDue() []*Parked {
+	ws := r.waiters
+	var keep []*Parked
+	for i := 0; i < len(ws); {
+		if p := ws[i]; p.seq >= r.next {
+			keep = append(keep, p)
+			last := len(ws) - 1
+			ws[i] = ws[last]
+			ws[last] = nil
+			ws = ws[:last]
+			continue
+		}
+		i++
+	}
+	r.wgen++
+	for i, p := range keep {
+		p.gen, p.idx = r.wgen, i
+	}
+	r.waiters = keep
 	return ws
 }
 
-// wakeAll runs the functions of taken registrations. They must not block
-// (a WebSocket's writes what the socket takes at once, and starts its
-// writer goroutine for the rest). Many are shared out over the CPUs, a
-// goroutine per part: one goroutine per CPU for a thousand readers, where
-// a goroutine each cost more than their writes. The parts are not waited
-// for: the tail goes on appending, and a reader still being written when
-// the next entry comes takes both in one write (its wake-up finds it
-// running and tells it to look again).
-func wakeAll(ws []*Parked) {
-	parts := min(runtime.GOMAXPROCS(0), len(ws)/wakePart)
-	if parts <= 1 {
-		runAll(ws)
-		return
+// endRound ends a round: it takes the registrations for the next one when
+// entries were appended meanwhile.
+func (r *ring) endRound() []*Parked {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	var ws []*Parked
+	if r.pending {
+		r.pending = false
+		ws = r.takeDue()
 	}
-	size := (len(ws) + parts - 1) / parts
-	for i := 0; i < len(ws); i += size {
-		go runAll(ws[i:min(i+size, len(ws))])
+	r.waking = len(ws) > 0
+	return ws
+}
+
+// wakeRounds runs the functions of taken registrations, and the next
+// round when entries came meanwhile. The functions must not block (a
+// WebSocket's writes what the socket takes at once, and starts its writer
+// goroutine for the rest). Many are shared out over the CPUs, a goroutine
+// per part — one per CPU for a thousand readers, where a goroutine each
+// cost more than their writes — whose last to finish goes on with the
+// next round; a few run on the caller's goroutine. The tail waits for no
+// round of many: it goes on appending, and the round's end wakes for what
+// came.
+func (r *ring) wakeRounds(ws []*Parked) {
+	for len(ws) > 0 {
+		parts := min(runtime.GOMAXPROCS(0), len(ws)/wakePart)
+		if parts > 1 {
+			size := (len(ws) + parts - 1) / parts
+			left := new(atomic.Int32)
+			left.Store(int32((len(ws) + size - 1) / size))
+			for i := 0; i < len(ws); i += size {
+				go func(part []*Parked) {
+					runAll(part)
+					if left.Add(-1) == 0 {
+						r.wakeRounds(r.endRound())
+					}
+				}(ws[i:min(i+size, len(ws))])
+			}
+			return
+		}
+		runAll(ws)
+		ws = r.endRound()
 	}
 }
 

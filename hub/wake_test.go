@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,23 +71,82 @@ func TestRingParkConcurrent(t *testing.T) {
 	}
 }
 
-// wakeAll runs every registration exactly once, also when it shares them
+// A round runs every registration exactly once, also when it shares them
 // out over the CPUs.
-func TestWakeAllRunsEachOnce(t *testing.T) {
+func TestWakeRoundRunsEachOnce(t *testing.T) {
 	for _, n := range []int{0, 1, wakePart - 1, wakePart, 2*wakePart + 1, 1000} {
+		r := newRing(1<<30, 1<<20, pos(1))
 		runs := make([]atomic.Int32, n)
 		var wg sync.WaitGroup
 		wg.Add(n)
-		ws := make([]*Parked, n)
-		for i := range ws {
-			ws[i] = &Parked{f: func() { runs[i].Add(1); wg.Done() }}
+		for i := range n {
+			if _, ok := r.park(0, func() { runs[i].Add(1); wg.Done() }); !ok {
+				t.Fatal("park at the head refused")
+			}
 		}
-		wakeAll(ws)
+		r.append(&source.Txn{}, pos(2), nil)
 		wg.Wait()
 		for i := range runs {
 			if got := runs[i].Load(); got != 1 {
 				t.Fatalf("n=%d: registration %d ran %d times", n, i, got)
 			}
 		}
+	}
+}
+
+// One round at a time: entries appended while a round runs are woken for
+// by its end, in one round, and only registrations for entries that are
+// there are taken — one made since the last append waits for the next.
+func TestWakeRoundsOneAtATime(t *testing.T) {
+	r := newRing(1<<30, 1<<20, pos(1))
+	const n = 4 * wakePart // enough for a round in parts
+	hold := make(chan struct{})
+	var first sync.WaitGroup
+	first.Add(n)
+	for range n {
+		r.park(0, func() { first.Done(); <-hold })
+	}
+	r.append(&source.Txn{}, pos(2), nil) // entry 0: the round starts and holds
+
+	var second atomic.Int32
+	var secondDone sync.WaitGroup
+	secondDone.Add(n)
+	for range n {
+		if _, ok := r.park(1, func() { second.Add(1); secondDone.Done() }); !ok {
+			t.Fatal("park at the head refused")
+		}
+	}
+	r.append(&source.Txn{}, pos(3), nil) // entry 1, during the round
+	var third atomic.Int32
+	for range n {
+		r.park(2, func() { third.Add(1) })
+	}
+	if got := second.Load(); got != 0 {
+		t.Fatalf("%d registrations for entry 1 ran while the first round ran", got)
+	}
+	close(hold)
+	first.Wait()
+	secondDone.Wait() // the first round's end runs them
+	if got := second.Load(); got != n {
+		t.Fatalf("entry 1 woke %d registrations, want %d", got, n)
+	}
+	for {
+		r.wmu.Lock()
+		waking, left := r.waking, len(r.waiters)
+		r.wmu.Unlock()
+		if !waking {
+			if left != n {
+				t.Fatalf("%d registrations left for entry 2, want %d", left, n)
+			}
+			break
+		}
+		runtime.Gosched()
+	}
+	if got := third.Load(); got != 0 {
+		t.Fatalf("%d registrations for entry 2 ran before it was appended", got)
+	}
+	r.append(&source.Txn{}, pos(4), nil)
+	for third.Load() != n {
+		runtime.Gosched()
 	}
 }
