@@ -34,14 +34,21 @@ func outboundFor(ctx context.Context, stream, transport string) *outbound {
 
 // apply returns d with the events the token may not see removed. d itself
 // is never modified: the same transaction may go to other clients.
-func (o *outbound) apply(d *hub.Delivery) *hub.Delivery {
+func (o *outbound) apply(d *hub.Delivery) *hub.Delivery { return o.applyAt(d, time.Time{}) }
+
+// applyAt is apply with the clock read by the caller (zero: read here), so
+// that a burst of deliveries reads it once.
+func (o *outbound) applyAt(d *hub.Delivery, now time.Time) *hub.Delivery {
 	kept := d.Events
 	if o.tables != nil {
 		kept = o.tables.Filter(d.Events)
 	}
 	lag := -1.0
 	if d.CommitTS > 0 && len(kept) > 0 {
-		lag = time.Since(time.Unix(d.CommitTS, 0)).Seconds()
+		if now.IsZero() {
+			now = time.Now()
+		}
+		lag = now.Sub(time.Unix(d.CommitTS, 0)).Seconds()
 	}
 	o.m.Sent(len(kept), len(d.Events)-len(kept), lag)
 	if len(kept) == len(d.Events) {

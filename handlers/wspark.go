@@ -113,7 +113,7 @@ func (ws *wsSession) drain() {
 			now = time.Now()
 		}
 		ws.idleFrom = now
-		d = ws.o.apply(d)
+		d = ws.o.applyAt(d, now)
 		if !ws.sink.tryDeliver(d) {
 			// The queue is full: the producer takes over with d and
 			// blocks on the queue, so that a client that stays behind

@@ -21,6 +21,9 @@ type wsQueue struct {
 	items []wsMessage // a ring: n items from head
 	head  int
 	n     int
+	// refused is set when a push found the queue full: the next pop
+	// signals space (a signal per pop cost every message a channel send).
+	refused bool
 }
 
 func newWSQueue(max int) *wsQueue {
@@ -38,6 +41,7 @@ func signal(c chan struct{}) {
 func (q *wsQueue) tryPush(m wsMessage) bool {
 	q.mu.Lock()
 	if q.n >= q.max {
+		q.refused = true
 		q.mu.Unlock()
 		return false
 	}
@@ -76,6 +80,8 @@ func (q *wsQueue) popUpTo(max int) (wsMessage, bool) {
 	}
 	m := q.items[q.head]
 	q.items[q.head] = wsMessage{} // the transaction is not kept alive by the ring
+	refused := q.refused
+	q.refused = false
 	q.head = (q.head + 1) % len(q.items)
 	q.n--
 	if q.n == 0 {
@@ -85,7 +91,9 @@ func (q *wsQueue) popUpTo(max int) (wsMessage, bool) {
 		}
 	}
 	q.mu.Unlock()
-	signal(q.space)
+	if refused {
+		signal(q.space)
+	}
 	return m, true
 }
 

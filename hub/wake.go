@@ -157,31 +157,51 @@ func (r *ring) endRound() []*Parked {
 // wakeRounds runs the functions of taken registrations, and the next
 // round when entries came meanwhile. The functions must not block (a
 // WebSocket's writes what the socket takes at once, and starts its writer
-// goroutine for the rest). Many are shared out over the CPUs, a goroutine
-// per part — one per CPU for a thousand readers, where a goroutine each
-// cost more than their writes — whose last to finish goes on with the
-// next round; a few run on the caller's goroutine. The tail waits for no
-// round of many: it goes on appending, and the round's end wakes for what
-// came.
+// goroutine for the rest). A few run on the caller's goroutine. Many are
+// shared out over the CPUs, one goroutine per CPU — a goroutine each cost
+// more than their writes — taking them a chunk at a time, so that a CPU
+// the machine gives to something else holds back one chunk, not half the
+// round. The tail waits for no round of many: it goes on appending, and
+// the round's end wakes for what came. A round ends when its last chunk is
+// taken: the readers of chunks still running park again when done, and
+// the round after the next takes them.
 func (r *ring) wakeRounds(ws []*Parked) {
 	for len(ws) > 0 {
 		parts := min(runtime.GOMAXPROCS(0), len(ws)/wakePart)
 		if parts > 1 {
-			size := (len(ws) + parts - 1) / parts
-			left := new(atomic.Int32)
-			left.Store(int32((len(ws) + size - 1) / size))
-			for i := 0; i < len(ws); i += size {
-				go func(part []*Parked) {
-					runAll(part)
-					if left.Add(-1) == 0 {
-						r.wakeRounds(r.endRound())
-					}
-				}(ws[i:min(i+size, len(ws))])
+			rd := &wakeRound{r: r, ws: ws}
+			for range parts {
+				go rd.work()
 			}
 			return
 		}
 		runAll(ws)
 		ws = r.endRound()
+	}
+}
+
+// wakeRound is a round shared out over the CPUs.
+type wakeRound struct {
+	r     *ring
+	ws    []*Parked
+	taken atomic.Int64 // registrations taken by the round's goroutines
+	ended atomic.Bool
+}
+
+// wakeChunk is how many registrations a round's goroutine takes at once.
+const wakeChunk = 16
+
+func (rd *wakeRound) work() {
+	n := int64(len(rd.ws))
+	for {
+		i := rd.taken.Add(wakeChunk) - wakeChunk
+		if i >= n {
+			break
+		}
+		runAll(rd.ws[i:min(i+wakeChunk, n)])
+	}
+	if rd.ended.CompareAndSwap(false, true) {
+		rd.r.wakeRounds(rd.r.endRound())
 	}
 }
 
