@@ -199,6 +199,10 @@ func (rd *wakeRound) work() {
 			break
 		}
 		runAll(rd.ws[i:min(i+wakeChunk, n)])
+		// Let what waits for a CPU run between chunks: the VStream's
+		// receiver and the tail, which the next round waits for, would
+		// otherwise wait for the scheduler's 10 ms preemption.
+		runtime.Gosched()
 	}
 	if rd.ended.CompareAndSwap(false, true) {
 		rd.r.wakeRounds(rd.r.endRound())

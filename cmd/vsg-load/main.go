@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,7 @@ type config struct {
 	idle, settle                         bool
 	idleHold                             time.Duration
 	jsonOut, run, logLevel               string
+	cpuProfile                           string
 }
 
 func parseFlags(args []string, getenv func(string) string) (*config, error) {
@@ -85,6 +87,7 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.jsonOut, "json", "", "also write the report as JSON to this file (- for stdout, replacing the text)")
 	fs.StringVar(&c.run, "run", "", "run id in the rows written (default: random)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn, error")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the load tool's own CPU profile to this file (is the tool the bottleneck?)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -184,7 +187,19 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vsg-load: cpu profile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := runLoad(ctx, cfg, log)
+	pprof.StopCPUProfile() // before an exit below
 	if err != nil {
 		log.Error("run failed", "err", err)
 		os.Exit(1)
