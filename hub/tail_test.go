@@ -98,7 +98,8 @@ func same(t *testing.T, what string, got, want []string) {
 }
 
 // Readers at the live end share the tail: one VStream, the same cursor
-// tokens, every transaction once.
+// tokens, every transaction once — and the same delivery, made once by the
+// tail (§5.2), not a copy each.
 func TestTailSharedByLiveReaders(t *testing.T) {
 	e, call := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
 	a := e.open(t, From{})
@@ -110,6 +111,9 @@ func TestTailSharedByLiveReaders(t *testing.T) {
 	da, db := next(t, a), next(t, b)
 	if da.Cursor != db.Cursor || da.Cursor != e.token(t, pos(11)) {
 		t.Fatalf("cursors %q and %q, want both the token of %v", da.Cursor, db.Cursor, pos(11))
+	}
+	if da != db {
+		t.Fatal("readers in step with the tail got deliveries of their own, not the tail's")
 	}
 	same(t, "reader a", read(t, a, 2), want(12, 13))
 	same(t, "reader b", read(t, b, 2), want(12, 13))
@@ -207,15 +211,31 @@ func TestTailJoinPerShard(t *testing.T) {
 
 	// Another gateway delivered a1 a2 (not b1): the reader needs b1 b2.
 	s := e.open(t, From{Token: e.token(t, at(2, 0))})
-	got := read(t, s, 2)
+	var got []string
+	for len(got) < 2 {
+		d := next(t, s)
+		if len(d.Events) == 0 {
+			continue
+		}
+		// Not in step with the tail (whose position after b1 is a1 b1):
+		// the reader's cursor is its own position's.
+		if d.Cursor != e.token(t, d.VGtid) {
+			t.Fatalf("delivery at %v has another position's cursor", shortPos(d.VGtid))
+		}
+		got = append(got, summary(t, d.Txn)+"@"+shortPos(d.VGtid))
+	}
 	same(t, "per-shard join", got, []string{"101@-80:2,80-:1", "102@-80:2,80-:2"})
 	if n := e.fake.Calls(); n != 1 {
 		t.Fatalf("%d VStream calls, want the tail's only", n)
 	}
 	// In step with the tail from then on: the tail's own token.
 	call.Answer(t, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{ins(lo, "3", at(3, 2))}})
-	if d := next(t, s); d.Cursor != e.token(t, at(3, 2)) || summary(t, d.Txn) != "3" {
+	d := next(t, s)
+	if d.Cursor != e.token(t, at(3, 2)) || summary(t, d.Txn) != "3" {
 		t.Fatalf("after the join: %q at %v", summary(t, d.Txn), d.VGtid)
+	}
+	if d != next(t, live) {
+		t.Fatal("in step after the join, the reader did not get the tail's shared delivery")
 	}
 }
 
