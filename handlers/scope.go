@@ -18,6 +18,19 @@ import (
 type outbound struct {
 	tables *auth.TableFilter
 	m      *metrics.Out
+	// tally holds the counts of a burst (applyAt with a tally) until
+	// flushTally: the metrics are shared by every connection of a stream,
+	// and an update per message and connection had the CPUs trade their
+	// cache lines.
+	tally outTally
+}
+
+// outTally is what a burst sent: events, events withheld, and the last
+// lag (when hasLag).
+type outTally struct {
+	sent, withheld int
+	lag            float64
+	hasLag         bool
 }
 
 // outboundFor returns the outbound step of a request. Requests that did
@@ -34,11 +47,26 @@ func outboundFor(ctx context.Context, stream, transport string) *outbound {
 
 // apply returns d with the events the token may not see removed. d itself
 // is never modified: the same transaction may go to other clients.
-func (o *outbound) apply(d *hub.Delivery) *hub.Delivery { return o.applyAt(d, time.Time{}) }
+func (o *outbound) apply(d *hub.Delivery) *hub.Delivery { return o.applyAt(d, time.Time{}, false) }
+
+// flushTally reports what applyAt counted into the tally.
+func (o *outbound) flushTally() {
+	t := o.tally
+	if t.sent == 0 && t.withheld == 0 && !t.hasLag {
+		return
+	}
+	lag := -1.0
+	if t.hasLag {
+		lag = t.lag
+	}
+	o.m.Sent(t.sent, t.withheld, lag)
+	o.tally = outTally{}
+}
 
 // applyAt is apply with the clock read by the caller (zero: read here), so
-// that a burst of deliveries reads it once.
-func (o *outbound) applyAt(d *hub.Delivery, now time.Time) *hub.Delivery {
+// that a burst of deliveries reads it once; with tally set it counts into
+// the outbound's tally, which flushTally reports.
+func (o *outbound) applyAt(d *hub.Delivery, now time.Time, tally bool) *hub.Delivery {
 	kept := d.Events
 	if o.tables != nil {
 		kept = o.tables.Filter(d.Events)
@@ -50,7 +78,15 @@ func (o *outbound) applyAt(d *hub.Delivery, now time.Time) *hub.Delivery {
 		}
 		lag = now.Sub(time.Unix(d.CommitTS, 0)).Seconds()
 	}
-	o.m.Sent(len(kept), len(d.Events)-len(kept), lag)
+	if tally {
+		o.tally.sent += len(kept)
+		o.tally.withheld += len(d.Events) - len(kept)
+		if lag >= 0 {
+			o.tally.lag, o.tally.hasLag = lag, true
+		}
+	} else {
+		o.m.Sent(len(kept), len(d.Events)-len(kept), lag)
+	}
 	if len(kept) == len(d.Events) {
 		return d
 	}

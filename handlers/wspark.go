@@ -95,7 +95,8 @@ func (ws *wsSession) drain() {
 	// one): withdraw it, if it is still there, before making a new one.
 	ws.parked.Stop()
 	ws.parked = nil
-	var now time.Time // one clock read for what this wake-up delivers
+	defer ws.o.flushTally() // one metrics update for what this wake-up delivers
+	var now time.Time       // and one clock read
 	for {
 		d, ok, err := ws.s.TryNext(ws.ctx)
 		if err != nil {
@@ -113,7 +114,7 @@ func (ws *wsSession) drain() {
 			now = time.Now()
 		}
 		ws.idleFrom = now
-		d = ws.o.applyAt(d, now)
+		d = ws.o.applyAt(d, now, true)
 		if !ws.sink.tryDeliver(d) {
 			// The queue is full: the producer takes over with d and
 			// blocks on the queue, so that a client that stays behind
