@@ -73,12 +73,7 @@ func cfSession(ctx context.Context, r *reader, connected *bool) error {
 	if err := c.writeText(append(append(connect, '\n'), subscribe...)); err != nil {
 		return err
 	}
-	for {
-		frame, err := c.next()
-		if err != nil {
-			return err
-		}
-		now := time.Now().UnixNano()
+	return c.each(func(frame []byte, now int64) error {
 		for len(frame) > 0 {
 			line := frame
 			if i := bytes.IndexByte(frame, '\n'); i >= 0 {
@@ -90,7 +85,8 @@ func cfSession(ctx context.Context, r *reader, connected *bool) error {
 				return err
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // cfLine handles one reply or push.

@@ -83,9 +83,18 @@ func digitsUntil(b []byte, sep byte) (n int64, rest []byte, ok bool) {
 // Cursors are URL-safe tokens without escapes, so the value ends at the
 // next quote.
 func stringField(msg, name []byte) []byte {
-	i := bytes.LastIndex(msg, name)
-	if i < 0 {
-		return nil
+	// The cursor is near a message's end: look back from there at each
+	// byte that starts name (bytes.LastIndex hashes every byte it passes,
+	// a tenth of the tool's CPU at K = 1,000).
+	i := len(msg)
+	for {
+		i = bytes.LastIndexByte(msg[:i], name[0])
+		if i < 0 {
+			return nil
+		}
+		if bytes.HasPrefix(msg[i:], name) {
+			break
+		}
 	}
 	v := msg[i+len(name):]
 	j := bytes.IndexByte(v, '"')

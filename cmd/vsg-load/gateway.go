@@ -67,13 +67,10 @@ func wsSession(ctx context.Context, r *reader, connected *bool) error {
 	defer context.AfterFunc(ctx, c.close)()
 	r.setStop(c.close)
 	defer c.close()
-	for {
-		msg, err := c.next()
-		if err != nil {
-			return err
-		}
-		r.gatewayMessage(msg, time.Now().UnixNano())
-	}
+	return c.each(func(msg []byte, now int64) error {
+		r.gatewayMessage(msg, now)
+		return nil
+	})
 }
 
 // sseClient is the HTTP client of SSE readers: one connection per stream,

@@ -11,12 +11,17 @@ import (
 
 // env is what every reader of a run shares.
 type env struct {
-	target   string // "gateway" or "centrifugo"
-	addr     string // host:port of the server
-	stream   string // gateway stream, or Centrifugo channel
-	token    string // bearer token (gateway) or connection JWT (Centrifugo)
-	marker   []byte
-	lat      *hist
+	target string // "gateway" or "centrifugo"
+	addr   string // host:port of the server
+	stream string // gateway stream, or Centrifugo channel
+	token  string // bearer token (gateway) or connection JWT (Centrifugo)
+	marker []byte
+	lat    *hist
+	// firstLat is the latency of the first receipt of each row by any
+	// reader (first marks the rows received): what the path up to the
+	// server's first write costs, without the fan-out's share.
+	firstLat *hist
+	first    []atomic.Bool
 	pullWait time.Duration
 	batchTxn bool // WebSocket batch=txn
 	log      *slog.Logger
@@ -62,6 +67,9 @@ func (r *reader) row(seq, ts, now int64) {
 		r.uniq.Add(1)
 	}
 	r.env.lat.record(time.Duration(now - ts))
+	if f := r.env.first; seq >= 0 && seq < int64(len(f)) && !f[seq].Load() && !f[seq].Swap(true) {
+		r.env.firstLat.record(time.Duration(now - ts))
+	}
 }
 
 // markReady records that the reader knows its position.

@@ -48,6 +48,17 @@ type Report struct {
 	LatencyP50 float64 `json:"latency_p50_ms"`
 	LatencyP99 float64 `json:"latency_p99_ms"`
 	LatencyMax float64 `json:"latency_max_ms"`
+	// First* is the latency of each row's first receipt by any reader:
+	// the writer, the cluster and the server up to its first write. What
+	// the readers saw beyond it is the fan-out's share.
+	FirstP50 float64 `json:"first_receipt_p50_ms"`
+	FirstP99 float64 `json:"first_receipt_p99_ms"`
+	FirstMax float64 `json:"first_receipt_max_ms"`
+	// Insert* is the writer's INSERT round trip (sent → returned): the
+	// part of every latency above spent before the commit is known.
+	InsertP50 float64 `json:"insert_p50_ms"`
+	InsertP99 float64 `json:"insert_p99_ms"`
+	InsertMax float64 `json:"insert_max_ms"`
 
 	Server  *ProcReport `json:"server,omitempty"`
 	Aux     *ProcReport `json:"aux,omitempty"`
@@ -110,6 +121,8 @@ func (r *Report) text(w io.Writer) {
 		row("drain", "%.1f s after the writer; %d readers still short", r.Drain, r.ReadersBehind)
 		row("reconnects / disconnects", "%d planned, %d unplanned, %d connect errors, %d recoveries failed", r.Reconnects, r.Disconnects, r.ConnectErrors, r.RecoveryFailed)
 		row("latency p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.LatencyP50, r.LatencyP99, r.LatencyMax)
+		row("first receipt p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.FirstP50, r.FirstP99, r.FirstMax)
+		row("INSERT p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.InsertP50, r.InsertP99, r.InsertMax)
 	}
 	for _, p := range []struct {
 		name string

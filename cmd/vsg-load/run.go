@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,8 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	k := cfg.ws + cfg.sse + cfg.pull
 	e := &env{
 		target: cfg.target, addr: u.Host, stream: cfg.stream, token: cfg.token,
-		marker: rowMarker(cfg.run), lat: &hist{}, pullWait: cfg.pullWait, batchTxn: cfg.batchTxn,
+		marker: rowMarker(cfg.run), lat: &hist{}, firstLat: &hist{},
+		first: make([]atomic.Bool, int(cfg.rate*cfg.duration.Seconds()*1.5)+1024), pullWait: cfg.pullWait, batchTxn: cfg.batchTxn,
 		log: log, ready: make(chan int, k),
 	}
 	if cfg.target == "centrifugo" {
@@ -236,6 +238,19 @@ func account(rep *Report, readers []*reader, w *writer, writerStart int64) {
 	rep.LatencyP50 = float64(lat.quantile(0.50)) / 1e6
 	rep.LatencyP99 = float64(lat.quantile(0.99)) / 1e6
 	rep.LatencyMax = float64(lat.maxValue()) / 1e6
+	var ins hist
+	for seq := int64(0); seq < n; seq++ {
+		if w.wl.ok[seq] {
+			ins.record(time.Duration(w.wl.done[seq] - w.wl.sent[seq]))
+		}
+	}
+	rep.InsertP50 = float64(ins.quantile(0.50)) / 1e6
+	rep.InsertP99 = float64(ins.quantile(0.99)) / 1e6
+	rep.InsertMax = float64(ins.maxValue()) / 1e6
+	first := readers[0].env.firstLat
+	rep.FirstP50 = float64(first.quantile(0.50)) / 1e6
+	rep.FirstP99 = float64(first.quantile(0.99)) / 1e6
+	rep.FirstMax = float64(first.maxValue()) / 1e6
 }
 
 // waitReady counts readers as they learn their position, until all k have

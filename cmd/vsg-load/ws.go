@@ -13,21 +13,33 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 )
 
 // wsConn is a minimal WebSocket client: the upgrade by hand, then frames
-// parsed straight off a small buffered reader. With thousands of
+// parsed straight off a buffer of what was read. With thousands of
 // connections on a two-core machine, a client library's per-message costs
 // (contexts, goroutines, copies) would be charged to the server under test;
 // this one allocates nothing per message once its buffer has grown to the
-// largest message.
+// largest message. Its connections are read by a few epoll loops
+// (poller_linux.go) rather than a goroutine each: one read(2) per batch of
+// frames the server wrote, without the goroutine's wake-up and the
+// would-block read after it that Go's netpoller costs.
 type wsConn struct {
 	conn    net.Conn
-	br      *bufio.Reader
-	payload []byte
-	ctl     int        // length of the last control frame's payload, at the end of payload
-	wmu     sync.Mutex // pongs (reader goroutine) and commands may interleave
+	in      []byte // bytes read, parsed up to off
+	off     int
+	need    int        // the bytes the frame at off needs, when parse stopped inside it
+	payload []byte     // a fragmented message so far
+	wmu     sync.Mutex // pongs (the reading side) and commands may interleave
+
+	cmu    sync.Mutex
+	pc     *polled // set while a poller reads the connection
+	closed bool
 }
+
+// minRead is the least free space a read is given.
+const minRead = 2048
 
 // errClosed is returned when the server sent a close frame.
 type errClosed struct {
@@ -77,7 +89,11 @@ func dialWS(ctx context.Context, addr, path string, header http.Header) (*wsConn
 		conn.Close()
 		return nil, ctx.Err()
 	}
-	return &wsConn{conn: conn, br: br, payload: make([]byte, 0, 1024)}, nil
+	// Frames that came with the handshake's response are in br.
+	c := &wsConn{conn: conn, in: make([]byte, 0, 4096)}
+	early, _ := br.Peek(br.Buffered())
+	c.in = append(c.in, early...)
+	return c, nil
 }
 
 // httpError is a refused upgrade or request.
@@ -88,77 +104,119 @@ type httpError struct {
 
 func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.body) }
 
-// next returns the next data message. Pings are answered; a close frame
-// ends the connection with *errClosed. The returned slice is valid until
-// the next call.
-func (c *wsConn) next() ([]byte, error) {
-	c.payload = c.payload[:0]
+// handler takes one data message (valid until it returns) with the time it
+// was read; an error ends the connection's reading with it. A handler must
+// not close the connection it reads (it returns an error instead).
+type handler func(msg []byte, now int64) error
+
+// parse takes the complete frames read so far: data messages go to h,
+// pings are answered, pongs dropped, a close frame is answered and ends the
+// connection with *errClosed. It stops at an incomplete frame, recording
+// in need how many bytes that frame takes.
+func (c *wsConn) parse(now int64, h handler) error {
+	defer c.compact()
 	for {
-		fin, opcode, err := c.frame()
-		if err != nil {
-			return nil, err
+		b := c.in[c.off:]
+		if len(b) < 2 {
+			c.need = 14
+			return nil
 		}
+		fin, opcode := b[0]&0x80 != 0, b[0]&0x0f
+		if b[1]&0x80 != 0 {
+			return errors.New("masked frame from the server")
+		}
+		size, hl := uint64(b[1]&0x7f), 2
+		switch size {
+		case 126:
+			if len(b) < 4 {
+				c.need = 4
+				return nil
+			}
+			size, hl = uint64(binary.BigEndian.Uint16(b[2:4])), 4
+		case 127:
+			if len(b) < 10 {
+				c.need = 10
+				return nil
+			}
+			size, hl = binary.BigEndian.Uint64(b[2:10]), 10
+		}
+		if size > 64<<20 {
+			return fmt.Errorf("frame of %d bytes", size)
+		}
+		if uint64(len(b)-hl) < size {
+			c.need = hl + int(size)
+			return nil
+		}
+		p := b[hl : hl+int(size)]
+		c.off += hl + int(size)
 		switch opcode {
-		case 0x9: // ping: the control payload was appended last; split it off
-			n := len(c.payload) - c.ctl
-			ping := append([]byte(nil), c.payload[n:]...)
-			c.payload = c.payload[:n]
-			if err := c.write(0xA, ping); err != nil {
-				return nil, err
+		case 0x9: // ping
+			if err := c.write(0xA, p); err != nil {
+				return err
 			}
 			continue
-		case 0xA:
-			c.payload = c.payload[:len(c.payload)-c.ctl]
+		case 0xA: // pong
 			continue
 		case 0x8:
-			p := c.payload[len(c.payload)-c.ctl:]
 			e := &errClosed{code: 1005}
 			if len(p) >= 2 {
 				e.code, e.reason = int(binary.BigEndian.Uint16(p)), string(p[2:])
 			}
 			c.write(0x8, p[:min(len(p), 2)])
-			return nil, e
+			return e
 		}
-		if fin {
-			return c.payload, nil
+		switch {
+		case fin && len(c.payload) == 0:
+			if err := h(p, now); err != nil {
+				return err
+			}
+		case fin:
+			c.payload = append(c.payload, p...)
+			err := h(c.payload, now)
+			c.payload = c.payload[:0]
+			if err != nil {
+				return err
+			}
+		default:
+			c.payload = append(c.payload, p...)
 		}
 	}
 }
 
-// frame reads one frame, appending its payload to c.payload; for control
-// frames c.ctl is the payload's length.
-func (c *wsConn) frame() (fin bool, opcode byte, err error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(c.br, hdr[:2]); err != nil {
-		return false, 0, err
+// compact moves what parse left to the front of the buffer.
+func (c *wsConn) compact() {
+	n := copy(c.in, c.in[c.off:])
+	c.in, c.off = c.in[:n], 0
+}
+
+// space is the buffer's free part for the next read: at least minRead
+// bytes, and room for the whole frame parse stopped in.
+func (c *wsConn) space() []byte {
+	if want := max(len(c.in)+minRead, c.need); cap(c.in) < want {
+		c.in = slices.Grow(c.in, want-len(c.in))
 	}
-	fin, opcode = hdr[0]&0x80 != 0, hdr[0]&0x0f
-	if hdr[1]&0x80 != 0 {
-		return false, 0, errors.New("masked frame from the server")
-	}
-	size := uint64(hdr[1] & 0x7f)
-	switch size {
-	case 126:
-		if _, err := io.ReadFull(c.br, hdr[:2]); err != nil {
-			return false, 0, err
+	return c.in[len(c.in):cap(c.in)]
+}
+
+// eachBlocking is each with blocking reads on the connection's goroutine.
+func (c *wsConn) eachBlocking(h handler) error {
+	now := time.Now().UnixNano()
+	for {
+		if err := c.parse(now, h); err != nil {
+			return err
 		}
-		size = uint64(binary.BigEndian.Uint16(hdr[:2]))
-	case 127:
-		if _, err := io.ReadFull(c.br, hdr[:8]); err != nil {
-			return false, 0, err
+		n, err := c.conn.Read(c.space())
+		now = time.Now().UnixNano()
+		c.in = c.in[:len(c.in)+n]
+		if err != nil {
+			if n > 0 {
+				if perr := c.parse(now, h); perr != nil {
+					return perr
+				}
+			}
+			return err
 		}
-		size = binary.BigEndian.Uint64(hdr[:8])
 	}
-	if size > 64<<20 {
-		return false, 0, fmt.Errorf("frame of %d bytes", size)
-	}
-	n := len(c.payload)
-	c.payload = slices.Grow(c.payload, int(size))[:n+int(size)]
-	if _, err := io.ReadFull(c.br, c.payload[n:]); err != nil {
-		return false, 0, err
-	}
-	c.ctl = int(size)
-	return fin, opcode, nil
 }
 
 // writeText sends one text message.
@@ -190,4 +248,18 @@ func (c *wsConn) write(opcode byte, p []byte) error {
 	return err
 }
 
-func (c *wsConn) close() { c.conn.Close() }
+// close ends the connection; each returns net.ErrClosed if it was
+// reading. It waits for a handler that runs on the connection.
+func (c *wsConn) close() {
+	c.cmu.Lock()
+	pc, was := c.pc, c.closed
+	c.closed = true
+	c.cmu.Unlock()
+	if was {
+		return
+	}
+	if pc != nil {
+		pc.end(net.ErrClosed)
+	}
+	c.conn.Close()
+}
