@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -84,7 +86,13 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	p := &publisher{c: c, log: log, hc: &http.Client{Timeout: 10 * time.Second}}
+	// A publish that times out may have been made: the retry carries the
+	// same idempotency key, so Centrifugo does not publish it twice. The
+	// timeout is long because an overloaded Centrifugo answers a batch
+	// late, and each retry of a batch made it do the work again.
+	runID := make([]byte, 6)
+	rand.Read(runID)
+	p := &publisher{c: c, log: log, hc: &http.Client{Timeout: time.Minute}, keyPrefix: hex.EncodeToString(runID) + "-"}
 	p.channelJSON, _ = json.Marshal(c.channel)
 	log.Info("publishing", "keyspace", c.keyspace, "tables", c.tables, "channel", c.channel, "api", c.api)
 	for ready := false; ; {
@@ -131,6 +139,9 @@ type publisher struct {
 	n           int
 	ev          []byte
 	published   int64
+	keyPrefix   string // this run's, before each event's number in its idempotency key
+	key         []byte // the idempotency key of the event being added
+	firstKey    []byte // the single event's, when n == 1
 }
 
 // add appends the events of txn, each with the transaction's cursor and
@@ -148,14 +159,19 @@ func (p *publisher) add(ctx context.Context, codec *cursor.Codec, txn *source.Tx
 		if i == len(txn.Events)-1 {
 			p.ev = append(p.ev[:len(p.ev)-1], `,"txn_end":true}`...)
 		}
+		p.key = strconv.AppendInt(append(append(p.key[:0], '"'), p.keyPrefix...), p.published+int64(p.n), 10)
+		p.key = append(p.key, '"')
 		if p.n == 0 {
 			p.body = append(p.body[:0], `{"commands":[`...)
 			p.first = append(p.first[:0], p.ev...)
+			p.firstKey = append(p.firstKey[:0], p.key...)
 		} else {
 			p.body = append(p.body, ',')
 		}
 		p.body = append(p.body, `{"publish":{"channel":`...)
 		p.body = append(p.body, p.channelJSON...)
+		p.body = append(p.body, `,"idempotency_key":`...)
+		p.body = append(p.body, p.key...)
 		p.body = append(p.body, `,"data":`...)
 		p.body = append(p.body, p.ev...)
 		p.body = append(p.body, `}}`...)
@@ -172,7 +188,8 @@ func (p *publisher) flush(ctx context.Context) error {
 	path, body := "/batch", append(p.body, `]}`...)
 	if p.n == 1 {
 		path = "/publish"
-		body = append(append(append(append([]byte(`{"channel":`), p.channelJSON...), `,"data":`...), p.first...), '}')
+		body = append(append([]byte(`{"channel":`), p.channelJSON...), `,"idempotency_key":`...)
+		body = append(append(append(append(body, p.firstKey...), `,"data":`...), p.first...), '}')
 	}
 	backoff := 50 * time.Millisecond
 	for {
