@@ -48,6 +48,12 @@ type assembler struct {
 	// transaction's first piece is marked Continued.
 	skip   int
 	resume bool
+	// copy holds the copy phase's positions (see holdCopy); nil when the
+	// stream was not opened in one, or once it ended.
+	copy *copyHold
+	// raw is vtgate's last position, as it sent it (pos is what was
+	// handed out, held at journals and during a copy).
+	raw *binlogdatapb.VGtid
 }
 
 func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook, chunk, skip int) *assembler {
@@ -63,6 +69,7 @@ func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook 
 		pos:     pos,
 		journal: map[int64]bool{},
 		parts:   map[int64]map[string]bool{},
+		copy:    newCopyHold(pos),
 	}
 }
 
@@ -90,6 +97,7 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		}
 		return a.piece(), nil
 	case binlogdatapb.VEventType_VGTID:
+		a.raw = ev.Vgtid
 		if a.cur != nil {
 			a.cur.VGtid = ev.Vgtid
 			return nil, nil
@@ -139,9 +147,13 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		// vtgate sends one per shard and a final one with neither keyspace
 		// nor shard once every shard finished copying.
 		if ev.Keyspace == "" && ev.Shard == "" {
+			// The copy is over: from here on vtgate's positions are
+			// the stream's, this one first.
+			a.copy = nil
 			ctl := Control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
-			return a.emit(&Txn{Events: []event.Event{ctl}}), nil
+			return a.emit(&Txn{Events: []event.Event{ctl}, VGtid: a.raw}), nil
 		}
+		a.copy.done(ev.Keyspace, ev.Shard)
 	case binlogdatapb.VEventType_HEARTBEAT:
 		if a.pos == nil || a.cur != nil {
 			return nil, nil
@@ -155,7 +167,7 @@ func (a *assembler) emit(t *Txn) *Txn {
 	if t.VGtid == nil {
 		t.VGtid = a.pos
 	}
-	t.VGtid = a.hold(t.VGtid)
+	t.VGtid = a.copy.hold(a.hold(t.VGtid))
 	if t.VGtid == nil {
 		// Nothing to resume from yet (events before the first position);
 		// drop rather than hand out an event with no cursor.
