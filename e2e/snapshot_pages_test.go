@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -20,6 +22,14 @@ type snapshotPage struct {
 // is complete (or pages run out), returning the copied rows' ids in order,
 // the cursor after each page, and the largest page seen.
 func pageSnapshot(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids []string, cursors []string, largest int) {
+	t.Helper()
+	ids, _, cursors, largest = pageSnapshotTables(t, ctx, g, stream, cursor, limit, maxPages)
+	return ids, cursors, largest
+}
+
+// pageSnapshotTables is pageSnapshot that also returns the keys of the
+// copied rows of the stream's other tables (corder's order_id).
+func pageSnapshotTables(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids, orders, cursors []string, largest int) {
 	t.Helper()
 	for range maxPages {
 		q := url.Values{"limit": {strconv.Itoa(limit)}, "wait": {"2s"}}
@@ -42,12 +52,14 @@ func pageSnapshot(t *testing.T, ctx context.Context, g *gateway, stream, cursor 
 				done = true
 			case e.Type == "change" && e.Op == "snapshot" && e.Table == "customer":
 				ids = append(ids, string(e.Key["customer_id"]))
+			case e.Type == "change" && e.Op == "snapshot" && e.Table == "corder":
+				orders = append(orders, string(e.Key["order_id"]))
 			}
 		}
 		cursor = p.NextCursor
 		cursors = append(cursors, cursor)
 		if done {
-			return ids, cursors, largest
+			return ids, orders, cursors, largest
 		}
 	}
 	t.Fatalf("snapshot not complete after %d pages", maxPages)
@@ -148,6 +160,17 @@ func TestSnapshotWithTheTailRunning(t *testing.T) {
 	if err := w.insert(ctx, "rows", 20); err != nil {
 		t.Fatal(err)
 	}
+	// An order, so that the copy has a table finished before customer's.
+	db, err := cluster.OpenDB("customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	order := strconv.FormatInt(8e12+time.Now().UnixNano()%1e9, 10)
+	if _, err := db.ExecContext(ctx, "insert into corder(order_id, customer_id, sku, price) values (?, 1, 'snapshot', 1)", order); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.ExecContext(context.Background(), "delete from corder where order_id = ?", order) })
 	// A reader from the live end starts the tail, and its long-poll lasts
 	// until the tail has vtgate's heartbeats in its ring.
 	var live snapshotPage
@@ -164,7 +187,51 @@ func TestSnapshotWithTheTailRunning(t *testing.T) {
 	for _, id := range customerIDs(t, ctx) {
 		want[id] = true
 	}
-	ids, cursors, _ := pageSnapshot(t, ctx, g, stream, "", 1000, 20)
-	t.Logf("%d rows in the table, copied in %d pages with the tail running", len(want), len(cursors))
-	checkIDs(t, "snapshot beside a running tail", ids, want)
+	orders := map[string]bool{}
+	for _, id := range orderIDs(t, ctx, db) {
+		orders[id] = true
+	}
+	const limit = 50
+	ids, gotOrders, cursors, _ := pageSnapshotTables(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
+	t.Logf("%d customers and %d orders, copied in %d pages with the tail running", len(want), len(orders), len(cursors))
+	checkIDs(t, "customers beside a running tail", ids, want)
+	checkIDs(t, "orders beside a running tail", gotOrders, orders)
+
+	// Resumed inside customer's copy on a gateway with nothing parked:
+	// vttablet must not copy corder, finished before, again.
+	if len(cursors) < 4 {
+		t.Fatalf("only %d pages: too few to resume inside customer's copy", len(cursors))
+	}
+	g2 := startGateway(t, withRedis(t)...)
+	rest, again, _, _ := pageSnapshotTables(t, ctx, g2, stream, cursors[2], 1000, len(want)+20)
+	if len(again) > 0 {
+		t.Errorf("resumed inside customer's copy: %d orders copied again", len(again))
+	}
+	// The copy goes in key order: resumed, it is the rest of the first
+	// reading, from the row after the cursor on.
+	if len(rest) == 0 || len(rest) >= len(ids) || !slices.Equal(rest, ids[len(ids)-len(rest):]) {
+		t.Errorf("resumed inside customer's copy: %d customers, not the last ones of the %d read before", len(rest), len(ids))
+	}
+}
+
+// orderIDs lists corder's keys.
+func orderIDs(t *testing.T, ctx context.Context, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, "select order_id from corder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package source
 
 import (
+	"strings"
+
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/position"
@@ -92,6 +94,46 @@ func (h *copyHold) hold(v *binlogdatapb.VGtid) *binlogdatapb.VGtid {
 	}
 	if out == nil {
 		return v
+	}
+	return out
+}
+
+// tablesToCopy narrows a copy resumed from pos to the tables it has not
+// finished. vttablet copies a shard's tables one at a time in name order,
+// and vtgate's VGTID names only the one in progress: resumed with it, and
+// nothing more said, vttablet copies every table of the filter again, those
+// finished before it included. With the tables from the one in progress on
+// (the smallest such over the shards still copying), it copies only what is
+// left. nil (every table) for a copy not begun on some shard, outside a
+// copy, and for a stream with a /regex/ rule, whose tables only vttablet
+// lists: there the tables finished before are copied again (README,
+// Delivery guarantees).
+func tablesToCopy(spec Spec, pos *binlogdatapb.VGtid) []string {
+	if !position.Of(pos).Copying() {
+		return nil
+	}
+	from := ""
+	for _, sg := range pos.GetShardGtids() {
+		if sg.Gtid == "" {
+			return nil
+		}
+		for _, tp := range sg.TablePKs {
+			if from == "" || tp.TableName < from {
+				from = tp.TableName
+			}
+		}
+	}
+	if from == "" {
+		return nil
+	}
+	var out []string
+	for _, r := range spec.Rules {
+		if strings.HasPrefix(r.Match, "/") {
+			return nil
+		}
+		if r.Match >= from {
+			out = append(out, r.Match)
+		}
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package source_test
 
 import (
+	"context"
+	"slices"
 	"testing"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
@@ -74,4 +76,39 @@ func TestCopyPositionsStayInsideTheCopy(t *testing.T) {
 		t.Fatalf("after the copy: %s", got)
 	}
 	samePos(t, "binlog", txn.VGtid, pos(12))
+}
+
+// A copy resumed inside its second table asks vtgate to copy only the
+// tables from that one on (vttablet copies in name order and would copy
+// the finished ones again); a copy from the start, or with a /regex/ rule,
+// copies every table.
+func TestResumedCopySkipsFinishedTables(t *testing.T) {
+	abc := source.Spec{Name: "abc", Keyspace: ks, Rules: []*binlogdatapb.Rule{
+		{Match: "c", Filter: "select * from `c`"}, {Match: "a", Filter: "select * from `a`"}, {Match: "b", Filter: "select * from `b`"}}}
+	inB := &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{
+		{Keyspace: ks, Shard: "-80", Gtid: gtid(10), TablePKs: []*binlogdatapb.TableLastPK{{TableName: "c"}}},
+		{Keyspace: ks, Shard: "80-", Gtid: gtid(10), TablePKs: []*binlogdatapb.TableLastPK{{TableName: "b"}}}}}
+	regex := source.Spec{Name: "re", Keyspace: ks, Rules: []*binlogdatapb.Rule{{Match: "/.*/"}}}
+	for _, tc := range []struct {
+		name string
+		spec source.Spec
+		from *binlogdatapb.VGtid
+		want []string
+	}{
+		{"inside b on one shard, c on the other", abc, inB, []string{"c", "b"}},
+		{"from the start", abc, source.StartSnapshot(ks), nil},
+		{"after the copy", abc, pos(10), nil},
+		{"regex rule", regex, inB, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake, c := setup(t)
+			fake.Push(fakevtgate.Script{Open: true})
+			r := c.Open(context.Background(), tc.spec, tc.from)
+			defer r.Close()
+			got := fake.Call(t, 0).Req.GetFlags().GetTablesToCopy()
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("TablesToCopy %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -249,7 +249,9 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	}
 	r.waitFrom = time.Now()
 	watch.waiting(r.waitFrom)
-	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, pos, r.spec.Filter(), r.flags())
+	flags := r.flags()
+	flags.TablesToCopy = tablesToCopy(r.spec, pos)
+	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, pos, r.spec.Filter(), flags)
 	if err != nil {
 		watch.received()
 		return pos, false, noJournal, stalled(err)
