@@ -21,6 +21,7 @@ type report struct {
 	P99           float64 `json:"latency_p99_ms"`
 	Max           float64 `json:"latency_max_ms"`
 	FirstP99      float64 `json:"first_receipt_p99_ms"`
+	ArrivalP99    float64 `json:"arrival_p99_ms"`
 	InsertP99     float64 `json:"insert_p99_ms"`
 	Server        *proc   `json:"server"`
 	Aux           *proc   `json:"aux"`
@@ -91,6 +92,7 @@ func table(w io.Writer, c config, reports map[string]map[int]*report) {
 		line("latency p50 ms", g.P50, f.P50, "%.1f")
 		line("latency p99 ms", g.P99, f.P99, "%.1f")
 		line("latency max ms", g.Max, f.Max, "%.1f")
+		line("  arrival p99 ms", g.ArrivalP99, f.ArrivalP99, "%.1f")
 		line("  first receipt p99 ms", g.FirstP99, f.FirstP99, "%.1f")
 		line("  INSERT p99 ms", g.InsertP99, f.InsertP99, "%.1f")
 		line("RSS peak MiB", g.rss(), f.rss(), "%.1f")

@@ -74,6 +74,7 @@ func cfSession(ctx context.Context, r *reader, connected *bool) error {
 		return err
 	}
 	return c.each(func(frame []byte, now int64) error {
+		r.arrived = c.arrived
 		for len(frame) > 0 {
 			line := frame
 			if i := bytes.IndexByte(frame, '\n'); i >= 0 {

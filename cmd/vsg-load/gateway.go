@@ -68,6 +68,7 @@ func wsSession(ctx context.Context, r *reader, connected *bool) error {
 	r.setStop(c.close)
 	defer c.close()
 	return c.each(func(msg []byte, now int64) error {
+		r.arrived = c.arrived
 		r.gatewayMessage(msg, now)
 		return nil
 	})

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // The readers' WebSockets are read by one epoll loop per CPU instead of a
@@ -34,6 +35,9 @@ type polled struct {
 	c     *wsConn
 	fd    int
 	h     handler
+	oob   []byte // recvmsg's control data (the arrival time); nil without timestamps
+	msg   syscall.Msghdr
+	iov   syscall.Iovec
 	mu    sync.Mutex // held while the connection is read and its handler runs
 	ended bool
 	done  chan error
@@ -90,10 +94,60 @@ func (c *wsConn) each(h handler) error {
 	}
 	c.pc = pc
 	c.cmu.Unlock()
+	if c.stamped {
+		pc.oob = make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(syscall.Timespec{}))))
+	}
 	if err := p.add(pc); err != nil {
 		return err
 	}
 	return <-pc.done
+}
+
+// recvmsg reads into buf with the control data into pc.oob. By hand:
+// syscall.Recvmsg allocates a source address per call, which at 200,000
+// reads a second would be the tool's garbage, collected on the servers'
+// CPUs.
+func (pc *polled) recvmsg(buf []byte) (n, oobn int, err error) {
+	pc.iov.Base = &buf[0]
+	pc.iov.SetLen(len(buf))
+	pc.msg = syscall.Msghdr{Iov: &pc.iov, Iovlen: 1, Control: &pc.oob[0]}
+	pc.msg.SetControllen(len(pc.oob))
+	r, _, e := syscall.Syscall(syscall.SYS_RECVMSG, uintptr(pc.fd), uintptr(unsafe.Pointer(&pc.msg)), 0)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return int(r), int(pc.msg.Controllen), nil
+}
+
+// arrival is the kernel's receive time (Unix ns) in a recvmsg's control
+// data: on TCP, that of the last segment the read took, so frames of
+// earlier segments of the same read get a time a little late, never
+// early. 0 without one.
+func arrival(oob []byte) int64 {
+	for len(oob) >= syscall.CmsgLen(0) {
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		n := int(h.Len)
+		if n < syscall.CmsgLen(0) || n > len(oob) {
+			return 0
+		}
+		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_TIMESTAMPNS &&
+			n >= syscall.CmsgLen(int(unsafe.Sizeof(syscall.Timespec{}))) {
+			ts := (*syscall.Timespec)(unsafe.Pointer(&oob[syscall.CmsgLen(0)]))
+			return ts.Nano()
+		}
+		oob = oob[min(syscall.CmsgSpace(n-syscall.CmsgLen(0)), len(oob)):]
+	}
+	return 0
+}
+
+// stampArrivals asks the kernel to stamp each segment of conn as it
+// arrives (SO_TIMESTAMPNS), before anything is read from it: the row's
+// arrival at the reader's socket, apart from when the tool got the CPU to
+// read it. Segments queued before the option are not stamped. Without it
+// only the read time is known.
+func stampArrivals(conn net.Conn) bool {
+	fd, err := rawFD(conn)
+	return err == nil && syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1) == nil
 }
 
 // epollET is EPOLLET as the event mask's bit (syscall has it as a negative int).
@@ -183,7 +237,17 @@ func (pc *polled) readable() {
 	c := pc.c
 	for {
 		buf := c.space()
-		n, err := syscall.Read(pc.fd, buf)
+		var n int
+		var err error
+		if pc.oob == nil {
+			n, err = syscall.Read(pc.fd, buf)
+		} else {
+			var oobn int
+			n, oobn, err = pc.recvmsg(buf)
+			if err == nil {
+				c.arrived = arrival(pc.oob[:oobn])
+			}
+		}
 		switch {
 		case err == syscall.EINTR:
 			continue

@@ -22,6 +22,10 @@ type env struct {
 	// server's first write costs, without the fan-out's share.
 	firstLat *hist
 	first    []atomic.Bool
+	// arrLat is the latency at the kernel's receive time of the rows of
+	// WebSocket readers (where the kernel stamps them): the readers' share
+	// of the CPU, the time until the tool reads a socket, left out.
+	arrLat   *hist
 	pullWait time.Duration
 	batchTxn bool // WebSocket batch=txn
 	log      *slog.Logger
@@ -57,6 +61,10 @@ type reader struct {
 	kicked  bool
 	stop    func() // ends the current connection
 
+	// arrived is the kernel's receive time of what the reader's handler
+	// holds (Unix ns; 0 when unknown), set by the connection's reading.
+	arrived int64
+
 	planned, unplanned, connectErrs, recoveryFailed, malformed atomic.Int64
 	lastErr                                                    atomic.Pointer[string]
 }
@@ -67,6 +75,9 @@ func (r *reader) row(seq, ts, now int64) {
 		r.uniq.Add(1)
 	}
 	r.env.lat.record(time.Duration(now - ts))
+	if r.arrived > 0 && r.env.arrLat != nil {
+		r.env.arrLat.record(time.Duration(r.arrived - ts))
+	}
 	if f := r.env.first; seq >= 0 && seq < int64(len(f)) && !f[seq].Load() && !f[seq].Swap(true) {
 		r.env.firstLat.record(time.Duration(now - ts))
 	}

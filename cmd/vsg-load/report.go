@@ -54,6 +54,13 @@ type Report struct {
 	FirstP50 float64 `json:"first_receipt_p50_ms"`
 	FirstP99 float64 `json:"first_receipt_p99_ms"`
 	FirstMax float64 `json:"first_receipt_max_ms"`
+	// Arrival* is the latency at the kernel's receive time (WebSocket
+	// readers on Linux): the same rows as Latency*, without the time the
+	// tool, which shares the machine's CPUs with the server, took to read
+	// them. Latency* minus it is the reading side's share.
+	ArrivalP50 float64 `json:"arrival_p50_ms,omitempty"`
+	ArrivalP99 float64 `json:"arrival_p99_ms,omitempty"`
+	ArrivalMax float64 `json:"arrival_max_ms,omitempty"`
 	// Insert* is the writer's INSERT round trip (sent → returned): the
 	// part of every latency above spent before the commit is known.
 	InsertP50 float64 `json:"insert_p50_ms"`
@@ -121,6 +128,9 @@ func (r *Report) text(w io.Writer) {
 		row("drain", "%.1f s after the writer; %d readers still short", r.Drain, r.ReadersBehind)
 		row("reconnects / disconnects", "%d planned, %d unplanned, %d connect errors, %d recoveries failed", r.Reconnects, r.Disconnects, r.ConnectErrors, r.RecoveryFailed)
 		row("latency p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.LatencyP50, r.LatencyP99, r.LatencyMax)
+		if r.ArrivalP99 > 0 {
+			row("arrival p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.ArrivalP50, r.ArrivalP99, r.ArrivalMax)
+		}
 		row("first receipt p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.FirstP50, r.FirstP99, r.FirstMax)
 		row("INSERT p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.InsertP50, r.InsertP99, r.InsertMax)
 	}

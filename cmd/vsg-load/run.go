@@ -20,7 +20,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	k := cfg.ws + cfg.sse + cfg.pull
 	e := &env{
 		target: cfg.target, addr: u.Host, stream: cfg.stream, token: cfg.token,
-		marker: rowMarker(cfg.run), lat: &hist{}, firstLat: &hist{},
+		marker: rowMarker(cfg.run), lat: &hist{}, firstLat: &hist{}, arrLat: &hist{},
 		first: make([]atomic.Bool, int(cfg.rate*cfg.duration.Seconds()*1.5)+1024), pullWait: cfg.pullWait, batchTxn: cfg.batchTxn,
 		log: log, ready: make(chan int, k),
 	}
@@ -251,6 +251,11 @@ func account(rep *Report, readers []*reader, w *writer, writerStart int64) {
 	rep.FirstP50 = float64(first.quantile(0.50)) / 1e6
 	rep.FirstP99 = float64(first.quantile(0.99)) / 1e6
 	rep.FirstMax = float64(first.maxValue()) / 1e6
+	if arr := readers[0].env.arrLat; arr.count() > 0 {
+		rep.ArrivalP50 = float64(arr.quantile(0.50)) / 1e6
+		rep.ArrivalP99 = float64(arr.quantile(0.99)) / 1e6
+		rep.ArrivalMax = float64(arr.maxValue()) / 1e6
+	}
 }
 
 // waitReady counts readers as they learn their position, until all k have

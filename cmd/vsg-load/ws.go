@@ -29,8 +29,12 @@ type wsConn struct {
 	conn    net.Conn
 	in      []byte // bytes read, parsed up to off
 	off     int
-	need    int        // the bytes the frame at off needs, when parse stopped inside it
-	payload []byte     // a fragmented message so far
+	need    int    // the bytes the frame at off needs, when parse stopped inside it
+	payload []byte // a fragmented message so far
+	// arrived is the kernel's receive time of the last read (Unix ns), or
+	// 0 where it is not known: the handler's messages arrived by then.
+	arrived int64
+	stamped bool       // the kernel stamps arrivals (stampArrivals)
 	wmu     sync.Mutex // pongs (the reading side) and commands may interleave
 
 	cmu    sync.Mutex
@@ -57,6 +61,7 @@ func dialWS(ctx context.Context, addr, path string, header http.Header) (*wsConn
 	if err != nil {
 		return nil, err
 	}
+	stamped := stampArrivals(conn)
 	// The handshake must not outlive ctx; afterwards reads block until
 	// the connection is closed.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -90,7 +95,7 @@ func dialWS(ctx context.Context, addr, path string, header http.Header) (*wsConn
 		return nil, ctx.Err()
 	}
 	// Frames that came with the handshake's response are in br.
-	c := &wsConn{conn: conn, in: make([]byte, 0, 4096)}
+	c := &wsConn{conn: conn, in: make([]byte, 0, 4096), stamped: stamped}
 	early, _ := br.Peek(br.Buffered())
 	c.in = append(c.in, early...)
 	return c, nil
