@@ -237,27 +237,40 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(l) }()
+	// The background loops stop before the store closes (closeBackends):
+	// the journal watcher and the MoveTables follower give their leases
+	// back on the way out, so another replica takes over at once, not
+	// after the leases' time to live. Last started, first stopped.
+	var stops []func()
+	stopLoops := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		stops = nil
+	}
+	defer stopLoops()
 	wctx, stopWatcher := context.WithCancel(ctx)
 	watcherDone := make(chan struct{})
 	go func() { defer close(watcherDone); s.watcher.Run(wctx) }()
-	defer func() { stopWatcher(); <-watcherDone }()
+	stops = append(stops, func() { stopWatcher(); <-watcherDone })
 	if s.mover != nil {
 		moverDone := make(chan struct{})
 		go func() { defer close(moverDone); s.mover.Run(wctx) }()
-		defer func() { stopWatcher(); <-moverDone }()
+		stops = append(stops, func() { stopWatcher(); <-moverDone })
 	}
 	gctx, stopGuard := context.WithCancel(ctx)
 	waitGuard := s.runGuard(gctx)
-	defer func() { stopGuard(); waitGuard() }()
+	stops = append(stops, func() { stopGuard(); waitGuard() })
 	s.startWebhooks(ctx)
 	s.startDebug(ctx)
 	hctx, stopHistory := context.WithCancel(ctx)
 	historyDone := make(chan struct{})
 	go func() { defer close(historyDone); s.api.History.Run(hctx) }()
-	defer func() { stopHistory(); <-historyDone }()
+	stops = append(stops, func() { stopHistory(); <-historyDone })
 	s.log.Info("gateway listening", "addr", l.Addr().String(), "vtgate", s.cfg.Vtgate, "store", s.storeName())
 	select {
 	case err := <-errc:
+		stopLoops()
 		s.closeBackends()
 		return err
 	case <-ctx.Done():
@@ -268,6 +281,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	err := s.shutdown(sctx)
 	// The store closes last: every ack that reached a handler is written
 	// by now (acks are stored synchronously), so no cursor is lost.
+	stopLoops()
 	s.closeBackends()
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("shutdown grace expired; closing remaining connections", "grace", s.cfg.ShutdownGrace)
