@@ -33,16 +33,7 @@ func TestShutdownReleasesTheWatcherLease(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, l) }()
+	s, _, served := startServing(ctx, t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	wait.For(t, "the watcher holds its lease", 10*time.Second, func() bool {
 		return slices.Contains(s.watcher.Watching(), "customer")
 	})
@@ -59,4 +50,21 @@ func TestShutdownReleasesTheWatcherLease(t *testing.T) {
 	if _, err := st.AcquireLease(context.Background(), "watcher/customer", "next-replica", time.Minute); err != nil {
 		t.Fatalf("another replica cannot take the watcher's lease after a clean shutdown: %v", err)
 	}
+}
+
+// startServing makes a gateway of cfg (New) and serves it on a loopback
+// port until ctx ends; served gets what Serve returned.
+func startServing(ctx context.Context, t *testing.T, cfg *Config, log *slog.Logger) (s *Server, addr string, served <-chan error) {
+	t.Helper()
+	s, err := New(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	return s, l.Addr().String(), done
 }
