@@ -69,6 +69,10 @@ type Hub struct {
 type parked struct {
 	sub   *Subscription
 	timer *time.Timer
+	// private: the subscription reads a VStream of its own (not the
+	// tail), which a binlog dump thread on the primary serves while it
+	// is parked.
+	private bool
 }
 
 // Option configures a Hub.
@@ -151,7 +155,9 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 // dashboard would otherwise keep one parked subscription between them and
 // open the other ninety-nine again (token decode, plan, a search of the
 // ring) on every poll. Up to maxParkedPerCursor are kept per cursor; the
-// oldest goes first.
+// oldest goes first. A subscription with a VStream of its own (a catch-up)
+// costs the primary a dump thread while it waits, so of those one per
+// cursor is kept, the newest, as a client retrying a request needs.
 func (h *Hub) Park(s *Subscription) {
 	tok := s.token
 	if s.inTxn > 0 {
@@ -164,15 +170,15 @@ func (h *Hub) Park(s *Subscription) {
 		return
 	}
 	key := s.def.Name + "\x00" + tok
-	p := &parked{sub: s}
+	p := &parked{sub: s, private: !followsTail(s.r)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ps := h.parked[key]; len(ps) >= maxParkedPerCursor {
-		old := ps[0]
-		old.timer.Stop()
-		old.sub.close()
-		h.parked[key] = ps[1:]
-		h.nParked--
+	for _, old := range slices.Clone(h.parked[key]) {
+		if (p.private && old.private) || len(h.parked[key]) >= maxParkedPerCursor {
+			old.timer.Stop()
+			h.dropParked(key, old)
+			old.sub.close()
+		}
 	}
 	p.timer = time.AfterFunc(h.parkTTL, func() {
 		h.mu.Lock()
