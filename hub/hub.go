@@ -69,10 +69,6 @@ type Hub struct {
 type parked struct {
 	sub   *Subscription
 	timer *time.Timer
-	// private: the subscription reads a VStream of its own (not the
-	// tail), which a binlog dump thread on the primary serves while it
-	// is parked.
-	private bool
 }
 
 // Option configures a Hub.
@@ -155,9 +151,7 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 // dashboard would otherwise keep one parked subscription between them and
 // open the other ninety-nine again (token decode, plan, a search of the
 // ring) on every poll. Up to maxParkedPerCursor are kept per cursor; the
-// oldest goes first. A subscription with a VStream of its own (a catch-up)
-// costs the primary a dump thread while it waits, so of those one per
-// cursor is kept, the newest, as a client retrying a request needs.
+// oldest goes first.
 func (h *Hub) Park(s *Subscription) {
 	tok := s.token
 	if s.inTxn > 0 {
@@ -170,15 +164,15 @@ func (h *Hub) Park(s *Subscription) {
 		return
 	}
 	key := s.def.Name + "\x00" + tok
-	p := &parked{sub: s, private: !followsTail(s.r)}
+	p := &parked{sub: s}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, old := range slices.Clone(h.parked[key]) {
-		if (p.private && old.private) || len(h.parked[key]) >= maxParkedPerCursor {
-			old.timer.Stop()
-			h.dropParked(key, old)
-			old.sub.close()
-		}
+	if ps := h.parked[key]; len(ps) >= maxParkedPerCursor {
+		old := ps[0]
+		old.timer.Stop()
+		old.sub.close()
+		h.parked[key] = ps[1:]
+		h.nParked--
 	}
 	p.timer = time.AfterFunc(h.parkTTL, func() {
 		h.mu.Lock()
