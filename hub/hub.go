@@ -58,12 +58,11 @@ type Hub struct {
 	lostAt     func() time.Time // see WithStoreLoss
 	lossWindow time.Duration
 
-	mu      sync.Mutex
-	parked  map[string][]*parked // by stream + "\x00" + token, oldest first
-	nParked int
-	tails   map[string]*tail // by stream name
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	parked map[string]*parked // by stream + "\x00" + token
+	tails  map[string]*tail   // by stream name
+	closed bool
+	wg     sync.WaitGroup
 }
 
 type parked struct {
@@ -94,7 +93,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: 5 * time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
-		parked: map[string][]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
+		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
 	}
 	for _, o := range opts {
@@ -108,14 +107,11 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	for k, ps := range h.parked {
+	for k, p := range h.parked {
+		p.timer.Stop()
 		delete(h.parked, k)
-		for _, p := range ps {
-			p.timer.Stop()
-			p.sub.close()
-		}
+		p.sub.close()
 	}
-	h.nParked = 0
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
@@ -145,13 +141,6 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 
 // Park keeps s open for parkTTL under its current cursor, for the next pull
 // request. s must not be used by the caller afterwards.
-//
-// Readers in step with the stream's tail stand at the same cursor after
-// each page, so many are parked under one key: a hundred long-pollers of a
-// dashboard would otherwise keep one parked subscription between them and
-// open the other ninety-nine again (token decode, plan, a search of the
-// ring) on every poll. Up to maxParkedPerCursor are kept per cursor; the
-// oldest goes first.
 func (h *Hub) Park(s *Subscription) {
 	tok := s.token
 	if s.inTxn > 0 {
@@ -164,71 +153,45 @@ func (h *Hub) Park(s *Subscription) {
 		return
 	}
 	key := s.def.Name + "\x00" + tok
-	p := &parked{sub: s}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ps := h.parked[key]; len(ps) >= maxParkedPerCursor {
-		old := ps[0]
+	if old, ok := h.parked[key]; ok {
+		// Two clients at the same cursor: keep one.
 		old.timer.Stop()
 		old.sub.close()
-		h.parked[key] = ps[1:]
-		h.nParked--
 	}
+	p := &parked{sub: s}
 	p.timer = time.AfterFunc(h.parkTTL, func() {
 		h.mu.Lock()
-		ok := h.dropParked(key, p)
+		cur, ok := h.parked[key]
+		if ok && cur == p {
+			delete(h.parked, key)
+		}
 		h.mu.Unlock()
-		if ok {
+		if ok && cur == p {
 			s.close()
 		}
 	})
-	h.parked[key] = append(h.parked[key], p)
-	h.nParked++
+	h.parked[key] = p
 }
 
-// maxParkedPerCursor bounds the subscriptions parked under one cursor.
-const maxParkedPerCursor = 4096
-
-// dropParked removes p from key's parked subscriptions, reporting whether
-// it was there. Called with mu held.
-func (h *Hub) dropParked(key string, p *parked) bool {
-	ps := h.parked[key]
-	i := slices.Index(ps, p)
-	if i < 0 {
-		return false
-	}
-	ps = slices.Delete(ps, i, i+1)
-	if len(ps) == 0 {
-		delete(h.parked, key)
-	} else {
-		h.parked[key] = ps
-	}
-	h.nParked--
-	return true
-}
-
-// unpark takes the newest subscription parked under token, if any.
 func (h *Hub) unpark(stream, token string) *Subscription {
 	key := stream + "\x00" + token
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ps := h.parked[key]
-	for i := len(ps) - 1; i >= 0; i-- {
-		if p := ps[i]; p.timer.Stop() {
-			h.dropParked(key, p)
-			return p.sub
-		}
-		// Its timer fired: its function, waiting for mu, drops and
-		// closes it.
+	p, ok := h.parked[key]
+	if !ok || !p.timer.Stop() {
+		return nil
 	}
-	return nil
+	delete(h.parked, key)
+	return p.sub
 }
 
 // Parked reports how many subscriptions are parked (for metrics and tests).
 func (h *Hub) Parked() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.nParked
+	return len(h.parked)
 }
 
 // sameDefinition compares by origin keyspace: a stream whose tables moved

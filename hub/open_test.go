@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -134,56 +133,6 @@ func TestParkedSubscriptionReused(t *testing.T) {
 	}
 	next(t, fresh)
 	samePos(t, "new request", e.fake.Call(t, 1).Req.Vgtid, pos(12))
-}
-
-// Pollers in step stand at the same cursor after each page: every one of
-// them is parked and picked up again, none opened anew.
-func TestParkedManyAtOneCursor(t *testing.T) {
-	e := newEnv(t)
-	const n = 3
-	var subs []*Subscription
-	var cursor string
-	for range n {
-		e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-			s0.Txn(100, pos(11), field(s0), row(s0, "1")),
-			s0.Txn(100, pos(12), row(s0, "2")),
-		}})
-		s := e.open(t, From{Token: e.token(t, pos(10))})
-		d := next(t, s)
-		if cursor != "" && d.Cursor != cursor {
-			t.Fatalf("readers at one position got cursors %q and %q", cursor, d.Cursor)
-		}
-		cursor = d.Cursor
-		subs = append(subs, s)
-	}
-	for _, s := range subs {
-		e.hub.Park(s)
-	}
-	if got := e.hub.Parked(); got != n {
-		t.Fatalf("%d parked, want %d", got, n)
-	}
-	seen := map[*Subscription]bool{}
-	for range n {
-		s := e.open(t, From{Token: cursor})
-		if !slices.Contains(subs, s) || seen[s] {
-			t.Fatalf("a request at the shared cursor got a new or a repeated subscription")
-		}
-		seen[s] = true
-		if d := next(t, s); summary(t, d.Txn) != "2" {
-			t.Fatalf("after reuse: %q, want 2", summary(t, d.Txn))
-		}
-	}
-	if got := e.hub.Parked(); got != 0 {
-		t.Fatalf("%d parked after every one was taken", got)
-	}
-	if calls := e.fake.Calls(); calls != n {
-		t.Fatalf("%d VStream calls, want %d", calls, n)
-	}
-	// The next request at that cursor finds none parked: a new one.
-	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{s0.Txn(100, pos(12), row(s0, "2"))}})
-	if s := e.open(t, From{Token: cursor}); slices.Contains(subs, s) {
-		t.Fatal("a subscription in use was handed out again")
-	}
 }
 
 // Rebuild decisions end to end (DESIGN §4 rule 4): topology from vtgate,
