@@ -87,3 +87,9 @@ func (h *hist) quantile(q float64) time.Duration {
 
 // maxValue is the largest value recorded.
 func (h *hist) maxValue() time.Duration { return time.Duration(h.max.Load()) * time.Microsecond }
+
+// summary is what a report shows of h: p50, p99 and the maximum, in
+// milliseconds.
+func (h *hist) summary() (p50, p99, max float64) {
+	return float64(h.quantile(0.50)) / 1e6, float64(h.quantile(0.99)) / 1e6, float64(h.maxValue()) / 1e6
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -93,11 +94,7 @@ func TestArrivalTime(t *testing.T) {
 	}
 }
 
-var errStop = stopErr{}
-
-type stopErr struct{}
-
-func (stopErr) Error() string { return "stop" }
+var errStop = errors.New("stop")
 
 // queued is the number of unread bytes in the socket's receive queue.
 func queued(t *testing.T, fd int) int {

@@ -234,27 +234,18 @@ func account(rep *Report, readers []*reader, w *writer, writerStart int64) {
 		rep.RowsPerSec = float64(rep.RowsDelivered) / rep.Window
 		rep.RowsPerSecRdr = rep.RowsPerSec / float64(len(readers))
 	}
-	lat := readers[0].env.lat
-	rep.LatencyP50 = float64(lat.quantile(0.50)) / 1e6
-	rep.LatencyP99 = float64(lat.quantile(0.99)) / 1e6
-	rep.LatencyMax = float64(lat.maxValue()) / 1e6
+	e := readers[0].env
+	rep.LatencyP50, rep.LatencyP99, rep.LatencyMax = e.lat.summary()
 	var ins hist
 	for seq := int64(0); seq < n; seq++ {
 		if w.wl.ok[seq] {
 			ins.record(time.Duration(w.wl.done[seq] - w.wl.sent[seq]))
 		}
 	}
-	rep.InsertP50 = float64(ins.quantile(0.50)) / 1e6
-	rep.InsertP99 = float64(ins.quantile(0.99)) / 1e6
-	rep.InsertMax = float64(ins.maxValue()) / 1e6
-	first := readers[0].env.firstLat
-	rep.FirstP50 = float64(first.quantile(0.50)) / 1e6
-	rep.FirstP99 = float64(first.quantile(0.99)) / 1e6
-	rep.FirstMax = float64(first.maxValue()) / 1e6
-	if arr := readers[0].env.arrLat; arr.count() > 0 {
-		rep.ArrivalP50 = float64(arr.quantile(0.50)) / 1e6
-		rep.ArrivalP99 = float64(arr.quantile(0.99)) / 1e6
-		rep.ArrivalMax = float64(arr.maxValue()) / 1e6
+	rep.InsertP50, rep.InsertP99, rep.InsertMax = ins.summary()
+	rep.FirstP50, rep.FirstP99, rep.FirstMax = e.firstLat.summary()
+	if e.arrLat.count() > 0 {
+		rep.ArrivalP50, rep.ArrivalP99, rep.ArrivalMax = e.arrLat.summary()
 	}
 }
 
