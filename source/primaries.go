@@ -144,7 +144,7 @@ func (c *Client) Primaries(ctx context.Context, keyspaces map[string]bool) (map[
 // vtctld (GetShard) would need a flag the gateway does not require and a
 // second connection.
 func (c *Client) watchPrimaries(ctx context.Context, every time.Duration) {
-	known := map[string]Primary{}
+	w := primaryWatch{known: map[string]Primary{}, absent: map[string]int{}}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	failing := false
@@ -166,16 +166,60 @@ func (c *Client) watchPrimaries(ctx context.Context, every time.Duration) {
 			continue
 		}
 		failing = false
-		for key, p := range now {
-			old, ok := known[key]
-			known[key] = p
-			if !ok || old == p {
-				continue
-			}
-			ks, shard, _ := strings.Cut(key, "/")
-			c.reparented(ks, shard, old, p)
+		for _, ch := range w.update(now) {
+			ks, shard, _ := strings.Cut(ch.key, "/")
+			c.reparented(ks, shard, ch.old, ch.new)
 		}
 	}
+}
+
+// forgetAfter is how many answers in a row must lack a shard before the
+// watch forgets it. One is not enough: during a planned reparent the old
+// primary is demoted before the new one is promoted, and an answer in
+// between lists no primary for the shard; forgotten then, the promotion
+// would be taken for a new shard and its readers left on the old tablet.
+const forgetAfter = 3
+
+// primaryWatch is the watch's memory: the primary of every shard vtgate
+// listed, and for how many answers in a row a known shard was missing.
+type primaryWatch struct {
+	known  map[string]Primary
+	absent map[string]int
+}
+
+type primaryChange struct {
+	key      string
+	old, new Primary
+}
+
+// update takes one answer of vtgate and returns the shards whose primary
+// changed. A shard that has been missing from forgetAfter answers is
+// forgotten: a reshard deleted it, and a shard of the same name created
+// later (a merge back to 0 reuses the name, and vtlocal or an operator may
+// reuse the tablet alias, with a new term) is a new shard whose first
+// answer is its baseline, not a reparent of the old one (DESIGN §11 rule 6).
+// Taken for a reparent, it reopened every VStream of the keyspace in the
+// middle of the merge's cutover.
+func (w *primaryWatch) update(now map[string]Primary) []primaryChange {
+	var changed []primaryChange
+	for key, p := range now {
+		delete(w.absent, key)
+		old, ok := w.known[key]
+		w.known[key] = p
+		if ok && old != p {
+			changed = append(changed, primaryChange{key: key, old: old, new: p})
+		}
+	}
+	for key := range w.known {
+		if _, ok := now[key]; ok {
+			continue
+		}
+		if w.absent[key]++; w.absent[key] >= forgetAfter {
+			delete(w.known, key)
+			delete(w.absent, key)
+		}
+	}
+	return changed
 }
 
 // reparented tells every reader of keyspace that reads shard that its

@@ -263,3 +263,48 @@ func TestShardFailureOutageFromShardSilence(t *testing.T) {
 		t.Errorf("logged outage %q, want at least the shard's silence %v", m[1], silence)
 	}
 }
+
+// A reshard deletes shard 0 and a later merge creates a shard 0 again, on
+// the same tablet alias in a new term: a new shard, not a reparent of the
+// old one, so nothing is counted, logged or reopened. A shard missing from
+// a single answer (a planned reparent's moment between demotion and
+// promotion) is still remembered: its new primary is a reparent.
+func TestPrimaryWatchForgetsDeletedShards(t *testing.T) {
+	// Polls far enough apart that the single answer without shard 0
+	// stays single on a busy machine.
+	fake, c, logs := reparentSetup(t, source.WithPrimaryPoll(300*time.Millisecond))
+	sp := spec
+	sp.Name = fmt.Sprintf("reused-shard-%d", time.Now().UnixNano())
+	fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
+	}})
+	r := c.Open(context.Background(), sp, fakevtgate.VGtid(ks, "", ""))
+	t.Cleanup(r.Close)
+	next(t, r)
+	before := reparents(t, "0")
+	polled(t, fake, 2) // the watch knows zone1-100 in shard 0
+
+	// The split: shard 0 is gone, -80 and 80- serve.
+	fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "-80", Alias: "zone1-0000000300", TermStart: time.Unix(1100, 0)},
+		fakevtgate.Tablet{Keyspace: ks, Shard: "80-", Alias: "zone1-0000000400", TermStart: time.Unix(1100, 0)})
+	polled(t, fake, 4)
+	// The merge back: a new shard 0 on the old alias, in a new term.
+	fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "0", Alias: "zone1-0000000100", TermStart: time.Unix(1200, 0)})
+	polled(t, fake, 2)
+	if v := reparents(t, "0") - before; v != 0 {
+		t.Errorf("a shard 0 created again was counted as %v reparent(s)", v)
+	}
+	if strings.Contains(logs.String(), "shard primary changed") {
+		t.Errorf("a shard 0 created again was logged as a reparent:\n%s", logs)
+	}
+	if n := fake.Calls(); n != 1 {
+		t.Errorf("%d VStream calls: the stream was reopened for a new shard", n)
+	}
+
+	// One answer without a primary for shard 0, then another primary: a
+	// reparent all the same.
+	fake.SetTablets()
+	polled(t, fake, 1)
+	fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "0", Alias: "zone1-0000000101", TermStart: time.Unix(1300, 0)})
+	waitFor(t, "the reparent to be counted", func() bool { return reparents(t, "0")-before == 1 })
+}
