@@ -214,13 +214,19 @@ func (a *API) Healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// Readyz serves GET /readyz: vtgate and the store answer.
+// Readyz serves GET /readyz: vtgate and the store answer (503 when one
+// does not); "degraded" (still 200) while a reshard the gateway could not
+// record is kept (gaps.go).
 func (a *API) Readyz(w http.ResponseWriter, r *http.Request) {
 	if a.Ready != nil {
 		if err := a.Ready(r.Context()); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
 			return
 		}
+	}
+	if why := a.degraded(r.Context()); why != "" {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": why})
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

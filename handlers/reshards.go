@@ -44,20 +44,14 @@ type blockingSub struct {
 // Reshard / MoveTables complete now?".
 func (a *API) Reshards(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	defs, err := a.Streams.List(ctx)
+	// MoveTables journals are recorded on the keyspace the tables left.
+	keyspaces, err := a.servedKeyspaces(ctx)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
 	}
-	keyspaces := map[string]bool{}
-	for _, d := range defs {
-		keyspaces[d.Keyspace] = true
-		for _, m := range d.Moves {
-			keyspaces[m.From] = true // its MoveTables journals are recorded there
-		}
-	}
 	out := []reshardReport{}
-	for ks := range keyspaces {
+	for _, ks := range keyspaces {
 		reps, err := a.keyspaceReshards(ctx, ks)
 		if err != nil {
 			WriteError(w, a.Log, err)
@@ -66,7 +60,12 @@ func (a *API) Reshards(w http.ResponseWriter, r *http.Request) {
 		out = append(out, reps...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].SeenAt.Before(out[j].SeenAt) })
-	writeJSON(w, http.StatusOK, map[string]any{"reshards": out})
+	gaps, err := a.journalGaps(ctx)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"reshards": out, "unrecorded": gaps})
 }
 
 func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport, error) {

@@ -203,12 +203,17 @@ func (ws *wsSession) start(done func()) {
 	ws.kick = ws.writer.kick
 	ws.wake = ws.wakeOnTail
 	ws.queue.pushed = ws.kick
-	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { ws.writer.kickHere(ws.write) })
 	ws.stopWatch = ws.watchWrites()
 	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {
 		ws.pingDue.Store(true)
 		ws.writer.kickHere(ws.write)
 	})
+	// On a gateway already shutting down the function runs at once, and
+	// the writer it starts may finish the session, which stops the timers
+	// above and this function itself: it waits until they are all set.
+	set := make(chan struct{})
+	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { <-set; ws.writer.kickHere(ws.write) })
+	close(set)
 	go ws.readLoop()
 	ws.startProducer(nil)
 }

@@ -87,6 +87,10 @@ var (
 		Name: "vsg_cursor_rebuilds_total",
 		Help: "Cursor checks on (re)connect by outcome: passthrough, exact, bridged, resync, failed.",
 	}, []string{"outcome"})
+	journalGaps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vsg_journal_gaps_total",
+		Help: "Reshards whose journal the gateway missed for good (the journal watcher's position was on deleted shards and no recorded journal continued it), by keyspace: see GET /v1/reshards.",
+	}, []string{"keyspace"})
 	authFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vsg_auth_failures_total",
 		Help: "Requests refused for their token, by reason (missing, expired, bad_signature, …).",
@@ -126,7 +130,7 @@ func init() {
 	Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds,
+		eventsIn, eventsOut, eventsFiltered, lag, clients, cursorWrites, rebuilds, journalGaps,
 		authFailures, refusals, httpRequests, httpDuration, webhookAttempts, webhookDeadLetters,
 		wsDisconnects, streamClients, tails, ringEntries, ringBytes, tailJoins, tailLeaves,
 	)
@@ -221,6 +225,9 @@ func CursorWrite(stream string) { cursorWrites.WithLabelValues(stream).Inc() }
 
 // CursorRebuild counts one cursor check with its outcome (Rebuild*).
 func CursorRebuild(outcome string) { rebuilds.WithLabelValues(outcome).Inc() }
+
+// JournalGap counts a reshard of keyspace whose journal was missed.
+func JournalGap(keyspace string) { journalGaps.WithLabelValues(keyspace).Inc() }
 
 // AuthFailure counts a request refused for its token (auth.Reason*).
 func AuthFailure(reason string) { authFailures.WithLabelValues(reason).Inc() }

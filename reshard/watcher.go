@@ -38,10 +38,12 @@ type Watcher struct {
 	running map[string]bool // keyspace → this replica holds its lease (false: waiting for it)
 }
 
-// WatchOpener opens the no-row readers the watcher takes journals from;
-// *source.Client is the production one.
+// WatchOpener opens the no-row readers the watcher takes journals from,
+// and tells which shards exist (to rebuild a saved position whose shards
+// are gone); *source.Client is the production one.
 type WatchOpener interface {
 	Open(ctx context.Context, spec source.Spec, from *binlogdatapb.VGtid, opts ...source.ReadOption) *source.Reader
+	Topology(ctx context.Context, keyspaces ...string) (source.Topology, error)
 }
 
 // noRows is a rule matching no table: vtgate sends journals and positions
@@ -168,11 +170,10 @@ func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
 	log.Info("journal watcher started")
 	defer log.Info("journal watcher stopped")
 
-	from := source.StartNow(ks)
-	if b, err := w.st.Get(ctx, positionNS, ks); err == nil {
-		if p, err := position.Unmarshal(b); err == nil && !p.IsZero() {
-			from = p.VGtid()
-		}
+	from, err := w.resumeFrom(ctx, ks, l, log)
+	if err != nil {
+		log.Warn("journal watcher: resuming failed; trying again", "err", err)
+		return
 	}
 	r := w.src.Open(ctx, source.Spec{Name: "journal-watcher/" + ks, Keyspace: ks, Rules: noRows}, from)
 	defer r.Close()
@@ -184,12 +185,11 @@ func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
 				return
 			}
 			if _, shard, ok := source.MissingShard(err); ok {
-				// The saved position is on a shard deleted while nobody
-				// watched (longer than the lease time): start again from
-				// the current position. Journals in between were seen
-				// only if some subscriber's stream crossed them.
-				log.Error("journal watcher position is on a deleted shard; restarting from the current position", "shard", shard, "err", err)
-				w.st.Delete(ctx, positionNS, ks)
+				// A shard was deleted under the stream: the next start
+				// rebuilds the saved position from recorded journals,
+				// or records the gap (resume.go). Never the live end
+				// in silence: that steps over a cutover's journal.
+				log.Warn("journal watcher position is on a deleted shard; rebuilding it", "shard", shard, "err", err)
 			} else {
 				log.Warn("journal watcher stream failed; restarting", "err", err)
 			}

@@ -26,6 +26,7 @@ func (s *Server) Router() http.Handler {
 	r.Get("/metrics", metrics.Handler().ServeHTTP)
 	// Operators' view of reshards: lists subscribers of every stream.
 	r.With(requireAdmin).Get("/v1/reshards", a.Reshards)
+	r.With(admin...).Delete("/v1/reshards/gaps/{keyspace}/{id}", a.DismissGap)
 	// The console's numbers: streams the token may read, this replica's view.
 	r.Get("/v1/stats", a.Stats)
 	r.Route("/v1/streams", func(r chi.Router) {

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -87,6 +88,18 @@ func (t Topology) State(keyspace, shard string) ShardState {
 		return ShardServing // not ours to judge
 	}
 	return t.Shards[keyspace+"/"+shard]
+}
+
+// Serving lists the serving shards of keyspace, sorted.
+func (t Topology) Serving(keyspace string) []string {
+	var out []string
+	for key, st := range t.Shards {
+		if ks, shard, _ := strings.Cut(key, "/"); ks == keyspace && st == ShardServing {
+			out = append(out, shard)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Current returns the current position of every shard of keyspace.

@@ -14,6 +14,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -51,11 +52,15 @@ func (d *deliverer) run(ctx context.Context) error {
 		case errors.Is(err, errStopped), errors.Is(err, ErrGone), errors.Is(err, ErrStreamEnded):
 			return err
 		}
+		// Reopening from the stored cursor would end the same way,
+		// forever and out of sight: the webhook stops, and says so.
 		var dropped *hub.TablesDroppedError
 		if errors.As(err, &dropped) {
-			// Reopening from the stored cursor would end the same way,
-			// forever and out of sight: the webhook stops, and says so.
-			return d.ended(ctx, err)
+			return d.ended(ctx, "tables_dropped", err)
+		}
+		var gap *reshard.GapError
+		if errors.As(err, &gap) {
+			return d.ended(ctx, "reshard_gap", err)
 		}
 		if progressed {
 			eb.Reset()
@@ -371,10 +376,12 @@ func (d *deliverer) markDisabled(ctx context.Context, reason string) error {
 	return nil
 }
 
-// ended disables the webhook whose stream cannot go on (err says why): the
+// ended disables the webhook whose stream cannot go on from its cursor
+// (reason and err say why: its tables were dropped, or its cursor needs
+// deleted shards no recorded journal continues, with on_gap fail): the
 // cursor stays where it is, after every batch the receiver confirmed.
-func (d *deliverer) ended(ctx context.Context, err error) error {
-	if perr := d.markDisabled(ctx, "tables_dropped: "+err.Error()); perr != nil {
+func (d *deliverer) ended(ctx context.Context, reason string, err error) error {
+	if perr := d.markDisabled(ctx, reason+": "+err.Error()); perr != nil {
 		return perr
 	}
 	d.log.Error("webhook disabled: its stream ended", "err", err)
