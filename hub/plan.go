@@ -295,16 +295,19 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 }
 
 // freeBridges drops the first n bridges of a subscriber (acked past) and
-// their spools.
+// their spools. st is the state the plan read: the bridges are dropped
+// from the state stored now (dropBridges), and only the spools of those
+// it dropped are deleted.
 func (h *Hub) freeBridges(ctx context.Context, def *streams.Definition, st *SubscriberState, n int) {
-	for _, b := range st.Bridges[:n] {
+	dropped, err := h.cursors.dropBridges(ctx, def.Name, st.Name, st.VGtid, st.Bridges[:n])
+	if err != nil {
+		h.log.Warn("updating subscriber after freeing spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
+		return
+	}
+	for _, b := range dropped {
 		if err := h.st.DeleteLog(ctx, b.Log); err != nil {
 			h.log.Warn("freeing bridge spool failed", "log", b.Log, "err", err)
 		}
-	}
-	st.Bridges = st.Bridges[n:]
-	if err := h.cursors.put(ctx, def.Name, st); err != nil {
-		h.log.Warn("updating subscriber after freeing spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
 	}
 }
 
