@@ -106,10 +106,15 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		h.st.DeleteLog(context.WithoutCancel(ctx), log)
 		return status, err
 	}
+	// Append without values reads the spool's last sequence number.
+	seq, err := h.st.Append(ctx, log)
+	if err != nil {
+		return status, err
+	}
 	fromRaw, _ := position.Of(from).Marshal()
 	afterRaw, _ := position.Of(after).Marshal()
 	b := Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes,
-		Notice: cutoverNotice(j)}
+		Seq: seq, Notice: cutoverNotice(j)}
 	fit, err := h.cursors.addBridge(ctx, def.Name, sub, from, j, b, fence)
 	if err != nil {
 		return status, err

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -68,21 +70,21 @@ func fitBridge(cur *SubscriberState, from *binlogdatapb.VGtid, j *reshard.Journa
 	return bridgeUnneeded, nil
 }
 
-// dropBridges removes from the subscriber's state the bridges freed names
-// (the first ones of the state read, acked past: acked at) where they are
-// still its first ones, and returns those it removed. An ack stored since
-// is kept; a cursor stored since that is not at or past acked (an ack on
-// the old shards, which the store takes as another position) may still
-// need them, so they stay.
-func (c *Cursors) dropBridges(ctx context.Context, stream, sub string, acked *binlogdatapb.VGtid, freed []Bridge) ([]Bridge, error) {
+// dropBridges moves the bridges freed names (the first ones of the state
+// read, acked past: acked at) from the subscriber's bridges to its freed
+// ones, where they are still its first ones, and returns those it moved.
+// An ack stored since is kept; a cursor stored since that is not at or
+// past acked (an ack on the old shards, which the store takes as another
+// position) may still need them, so they stay.
+func (c *Cursors) dropBridges(ctx context.Context, stream, sub string, acked *binlogdatapb.VGtid, freed []Bridge, now time.Time) ([]Bridge, error) {
 	var dropped []Bridge
 	_, err := c.update(ctx, stream, sub, nil, func(cur *SubscriberState) (*SubscriberState, error) {
 		dropped = nil
 		if cur == nil {
 			return nil, nil
 		}
-		now, then := position.Of(cur.VGtid), position.Of(acked)
-		if o := now.Compare(then); !now.Identical(then) && o != position.Equal && o != position.After {
+		at, then := position.Of(cur.VGtid), position.Of(acked)
+		if o := at.Compare(then); !at.Identical(then) && o != position.Equal && o != position.After {
 			return nil, nil
 		}
 		n := 0
@@ -92,7 +94,11 @@ func (c *Cursors) dropBridges(ctx context.Context, stream, sub string, acked *bi
 		if n == 0 {
 			return nil, nil
 		}
-		dropped = cur.Bridges[:n:n]
+		dropped = slices.Clone(cur.Bridges[:n])
+		for _, b := range dropped {
+			b.FreedAt = now
+			cur.Freed = append(cur.Freed, b)
+		}
 		cur.Bridges = cur.Bridges[n:]
 		return cur, nil
 	})
@@ -100,4 +106,21 @@ func (c *Cursors) dropBridges(ctx context.Context, stream, sub string, acked *bi
 		return nil, err
 	}
 	return dropped, nil
+}
+
+// forgetFreed removes the freed bridges whose spools are deleted (logs)
+// from the subscriber's state.
+func (c *Cursors) forgetFreed(ctx context.Context, stream, sub string, logs []string) error {
+	_, err := c.update(ctx, stream, sub, nil, func(cur *SubscriberState) (*SubscriberState, error) {
+		if cur == nil {
+			return nil, nil
+		}
+		kept := slices.DeleteFunc(slices.Clone(cur.Freed), func(b Bridge) bool { return slices.Contains(logs, b.Log) })
+		if len(kept) == len(cur.Freed) {
+			return nil, nil
+		}
+		cur.Freed = kept
+		return cur, nil
+	})
+	return err
 }

@@ -37,6 +37,10 @@ type SubscriberState struct {
 	// was away: replay each spool in order, then continue from the last
 	// bridge's After position. See bridge.go.
 	Bridges []Bridge `json:"bridges,omitempty"`
+	// Freed are bridges the subscriber acked past, their spools kept for
+	// spoolGrace (FreedAt on) for its other readers still replaying them
+	// (another tab, another replica): see freeBridges.
+	Freed []Bridge `json:"freed,omitempty"`
 }
 
 // Bridge is one captured crossing of a reshard cutover.
@@ -47,6 +51,12 @@ type Bridge struct {
 	After   []byte `json:"after"`   // position after the spool, on the new shards
 	Events  int    `json:"events"`
 	Bytes   int    `json:"bytes"`
+	// Seq is the spool's last sequence number: a reader that finds fewer
+	// entries finds it deleted (spool.go). Absent in bridges recorded
+	// before it was kept.
+	Seq uint64 `json:"seq,omitempty"`
+	// FreedAt is when the bridge was acked past (in Freed only).
+	FreedAt time.Time `json:"freed_at,omitzero"`
 	// Notice is the control event a reader online across the cutover got
 	// (`reshard` or `moved`): a reader of the spool gets it at the spool's
 	// end, once. Absent in bridges recorded before notices were kept.
@@ -61,6 +71,10 @@ type BridgeNotice struct {
 }
 
 func cursorNS(stream string) string { return "subscribers/" + stream }
+
+// spooled reports whether s has spools a reader may replay: bridges, or
+// freed bridges whose spools are kept a while (see freeBridges).
+func (s *SubscriberState) spooled() bool { return len(s.Bridges) > 0 || len(s.Freed) > 0 }
 
 // Get returns the subscriber's stored state, or store.ErrNotFound.
 func (c *Cursors) Get(ctx context.Context, stream, sub string) (*SubscriberState, error) {
