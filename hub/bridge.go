@@ -106,24 +106,26 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		h.st.DeleteLog(context.WithoutCancel(ctx), log)
 		return status, err
 	}
-	fromRaw, _ := position.Of(from).Marshal()
-	afterRaw, _ := position.Of(after).Marshal()
-	// Re-read: the subscriber may have come back and acked meanwhile. If
-	// it moved, it is crossing the cutover itself and needs no bridge.
-	cur, err := h.cursors.Get(ctx, def.Name, sub)
+	// Append without values reads the spool's last sequence number.
+	seq, err := h.st.Append(ctx, log)
 	if err != nil {
 		return status, err
 	}
-	if !position.Of(cur.VGtid).Identical(position.Of(st.VGtid)) || len(cur.Bridges) != len(st.Bridges) {
+	fromRaw, _ := position.Of(from).Marshal()
+	afterRaw, _ := position.Of(after).Marshal()
+	b := Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes,
+		Seq: seq, Notice: cutoverNotice(j)}
+	fit, err := h.cursors.addBridge(ctx, def.Name, sub, from, j, b, fence)
+	if err != nil {
+		return status, err
+	}
+	if fit != bridgeAdded {
 		status.State = "not_needed"
 		h.saveBridgeStatus(ctx, j.Keyspace, status)
-		h.st.DeleteLog(ctx, log)
+		if fit == bridgeUnneeded {
+			h.st.DeleteLog(ctx, log)
+		}
 		return status, nil
-	}
-	cur.Bridges = append(cur.Bridges, Bridge{Journal: j.Key, Log: log, From: fromRaw, After: afterRaw, Events: status.Events, Bytes: status.Bytes,
-		Notice: cutoverNotice(j)})
-	if err := h.cursors.putFenced(ctx, def.Name, cur, fence); err != nil {
-		return status, err
 	}
 	status.State = "done"
 	h.saveBridgeStatus(ctx, j.Keyspace, status)

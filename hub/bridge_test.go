@@ -181,16 +181,27 @@ func TestBridge(t *testing.T) {
 		t.Fatalf("late ack moved the cursor back to %v", got)
 	}
 
-	// Acked past the spool: it is freed and the cursor used as it is.
+	// Acked past the spool: it is freed and the cursor used as it is. The
+	// spool is kept for the grace (other readers of alice may be on it),
+	// then deleted by the next plan.
 	e.ack(t, "alice", after5)
 	e.fake.Push(liveOnNewShards())
 	next(t, e.open(t, From{Subscriber: "alice"}))
 	samePos(t, "after acking past the spool", e.fake.Call(t, 3).Req.Vgtid, after5)
-	if st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice"); err != nil || len(st.Bridges) != 0 {
-		t.Fatalf("bridges after acking past: %+v, %v", st, err)
+	if st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice"); err != nil || len(st.Bridges) != 0 || len(st.Freed) != 1 {
+		t.Fatalf("bridges after acking past: %+v, %v; want none, one freed", st, err)
+	}
+	if n, err := e.st.LogLen(ctx, log); err != nil || n != 2 {
+		t.Fatalf("freed spool holds %d entries (%v), want its 2 until the grace passed", n, err)
+	}
+	e.hub.spoolGrace = 0
+	e.fake.Push(liveOnNewShards())
+	next(t, e.open(t, From{Subscriber: "alice"}))
+	if st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice"); err != nil || len(st.Bridges)+len(st.Freed) != 0 {
+		t.Fatalf("bridges after the grace: %+v, %v", st, err)
 	}
 	if n, err := e.st.LogLen(ctx, log); err != nil || n != 0 {
-		t.Fatalf("spool still holds %d entries (%v)", n, err)
+		t.Fatalf("spool still holds %d entries after the grace (%v)", n, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,6 +37,10 @@ type SubscriberState struct {
 	// was away: replay each spool in order, then continue from the last
 	// bridge's After position. See bridge.go.
 	Bridges []Bridge `json:"bridges,omitempty"`
+	// Freed are bridges the subscriber acked past, their spools kept for
+	// spoolGrace (FreedAt on) for its other readers still replaying them
+	// (another tab, another replica): see freeBridges.
+	Freed []Bridge `json:"freed,omitempty"`
 }
 
 // Bridge is one captured crossing of a reshard cutover.
@@ -48,6 +51,12 @@ type Bridge struct {
 	After   []byte `json:"after"`   // position after the spool, on the new shards
 	Events  int    `json:"events"`
 	Bytes   int    `json:"bytes"`
+	// Seq is the spool's last sequence number: a reader that finds fewer
+	// entries finds it deleted (spool.go). Absent in bridges recorded
+	// before it was kept.
+	Seq uint64 `json:"seq,omitempty"`
+	// FreedAt is when the bridge was acked past (in Freed only).
+	FreedAt time.Time `json:"freed_at,omitzero"`
 	// Notice is the control event a reader online across the cutover got
 	// (`reshard` or `moved`): a reader of the spool gets it at the spool's
 	// end, once. Absent in bridges recorded before notices were kept.
@@ -61,36 +70,11 @@ type BridgeNotice struct {
 	Fields   map[string]any `json:"fields"`
 }
 
-// put writes a subscriber state.
-func (c *Cursors) put(ctx context.Context, stream string, s *SubscriberState) error {
-	return c.putFenced(ctx, stream, s, nil)
-}
-
-// putFenced is put, refused (store.ErrFenced) unless fence is nil or
-// still held.
-func (c *Cursors) putFenced(ctx context.Context, stream string, s *SubscriberState, fence *store.Lease) error {
-	raw, err := position.Of(s.VGtid).Marshal()
-	if err != nil {
-		return err
-	}
-	s.RawPos = raw
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	if fence != nil {
-		err = c.st.PutFenced(ctx, cursorNS(stream), s.Name, b, fence.Name, fence.Token)
-	} else {
-		err = c.st.Put(ctx, cursorNS(stream), s.Name, b)
-	}
-	if err != nil {
-		return fmt.Errorf("store cursor: %w", err)
-	}
-	c.known.remember(stream, s.Name, s.VGtid)
-	return nil
-}
-
 func cursorNS(stream string) string { return "subscribers/" + stream }
+
+// spooled reports whether s has spools a reader may replay: bridges, or
+// freed bridges whose spools are kept a while (see freeBridges).
+func (s *SubscriberState) spooled() bool { return len(s.Bridges) > 0 || len(s.Freed) > 0 }
 
 // Get returns the subscriber's stored state, or store.ErrNotFound.
 func (c *Cursors) Get(ctx context.Context, stream, sub string) (*SubscriberState, error) {
@@ -117,48 +101,36 @@ func decodeState(sub string, b []byte) (*SubscriberState, error) {
 
 // Ack stores pos as the subscriber's cursor unless the stored one is already
 // ahead of it on every shard (a late or repeated ack must not move a cursor
-// back and cause repeats). It returns the position now stored.
+// back and cause repeats). It returns the position now stored. The rest of
+// the state (bridges still needed until acked past, see plan) is kept,
+// whatever was written since it was read (update).
 func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid) (*binlogdatapb.VGtid, error) {
-	st := &SubscriberState{Name: sub}
-	if old, err := c.Get(ctx, stream, sub); err == nil {
-		if position.Of(pos).Compare(position.Of(old.VGtid)) == position.Before {
-			return old.VGtid, nil
-		}
-		st.Bridges = old.Bridges // still needed until acked past (see plan)
-	} else if !errors.Is(err, store.ErrNotFound) {
+	st, err := c.update(ctx, stream, sub, nil, ackChange(sub, pos))
+	if err != nil {
 		return nil, err
 	}
-	st.VGtid, st.AckedAt = pos, time.Now().UTC()
-	if err := c.put(ctx, stream, st); err != nil {
-		return nil, err
-	}
-	return pos, nil
+	return st.VGtid, nil
 }
 
 // AckFenced is Ack for a subscriber owned by a lease holder (a webhook
 // deliverer): the write succeeds only while lease is held with token, so a
 // paused or partitioned former holder cannot move the cursor back.
 func (c *Cursors) AckFenced(ctx context.Context, stream, sub string, pos *binlogdatapb.VGtid, lease string, token uint64) error {
-	st := &SubscriberState{Name: sub}
-	if old, err := c.Get(ctx, stream, sub); err == nil {
-		if position.Of(pos).Compare(position.Of(old.VGtid)) == position.Before {
-			return nil
+	_, err := c.update(ctx, stream, sub, &store.Lease{Name: lease, Token: token}, ackChange(sub, pos))
+	return err
+}
+
+// ackChange is an ack of pos as a change of the subscriber's state.
+func ackChange(sub string, pos *binlogdatapb.VGtid) func(*SubscriberState) (*SubscriberState, error) {
+	return func(cur *SubscriberState) (*SubscriberState, error) {
+		if cur == nil {
+			cur = &SubscriberState{Name: sub}
+		} else if position.Of(pos).Compare(position.Of(cur.VGtid)) == position.Before {
+			return nil, nil
 		}
-		st.Bridges = old.Bridges
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+		cur.VGtid, cur.AckedAt = pos, time.Now().UTC()
+		return cur, nil
 	}
-	st.VGtid, st.AckedAt = pos, time.Now().UTC()
-	raw, err := position.Of(pos).Marshal()
-	if err != nil {
-		return err
-	}
-	st.RawPos = raw
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	return c.st.PutFenced(ctx, cursorNS(stream), sub, b, lease, token)
 }
 
 // List returns every subscriber of stream.

@@ -20,7 +20,9 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore/redistest"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -51,7 +53,7 @@ func row(s fakevtgate.Shard, id string) *binlogdatapb.VEvent {
 type env struct {
 	fake *fakevtgate.Server
 	src  *source.Client
-	st   *boltstore.Store
+	st   store.Store
 	reg  *reshard.Registry
 	hub  *Hub
 	def  *streams.Definition
@@ -84,7 +86,31 @@ func newEnv(t *testing.T, opts ...Option) *env {
 // size).
 func newEnvSource(t *testing.T, srcOpts []source.Option, opts ...Option) *env {
 	t.Helper()
-	e := &env{fake: fakevtgate.New(t)}
+	return newEnvOn(t, boltStore(t), srcOpts, opts...)
+}
+
+// boltStore is an embedded store closed when the test ends.
+func boltStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "state.db"), boltstore.WithNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// eachStore runs f on the Redis store and on the embedded one: what the
+// hub writes to the store must hold on both.
+func eachStore(t *testing.T, f func(t *testing.T, st store.Store)) {
+	t.Run("redis", func(t *testing.T) { f(t, redistest.NewStore(t, redistest.Prefix())) })
+	t.Run("bolt", func(t *testing.T) { f(t, boltStore(t)) })
+}
+
+// newEnvOn is newEnvSource on st.
+func newEnvOn(t *testing.T, st store.Store, srcOpts []source.Option, opts ...Option) *env {
+	t.Helper()
+	e := &env{fake: fakevtgate.New(t), st: st}
 	e.fake.SetCreateTable("t", "CREATE TABLE `t` (`id` bigint(20) NOT NULL, `doc` longtext, PRIMARY KEY (`id`))")
 	e.fake.SetTopology(ks, []string{"0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -94,10 +120,6 @@ func newEnvSource(t *testing.T, srcOpts []source.Option, opts ...Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.src.Close)
-	if e.st, err = boltstore.Open(filepath.Join(t.TempDir(), "state.db"), boltstore.WithNoSync()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.st.Close() })
 	codec, err := cursor.NewCodec([]byte("test-signing-key-0123456789"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +168,17 @@ func (e *env) ack(t *testing.T, sub string, v *binlogdatapb.VGtid) *binlogdatapb
 		t.Fatal(err)
 	}
 	return got
+}
+
+// putState stores st as its subscriber's state, whatever is stored.
+func (e *env) putState(t *testing.T, st *SubscriberState) {
+	t.Helper()
+	_, err := e.hub.cursors.update(context.Background(), e.def.Name, st.Name, nil, func(*SubscriberState) (*SubscriberState, error) {
+		return st, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lastOutcome is the latest rebuild outcome the hub reported.

@@ -52,6 +52,7 @@ type Hub struct {
 	bridgeStall    time.Duration
 	spoolMaxEvents int
 	spoolMaxBytes  int
+	spoolGrace     time.Duration // a freed bridge's spool is kept this long
 
 	tailOpts TailOptions
 
@@ -86,6 +87,16 @@ func WithSpoolLimit(events, bytes int) Option {
 	return func(h *Hub) { h.spoolMaxEvents, h.spoolMaxBytes = events, bytes }
 }
 
+// DefaultSpoolGrace is how long a bridge's spool is kept after its
+// subscriber acked past it, for its other readers still replaying it
+// (DESIGN §4 rule 3): far longer than a parked pull subscription lives or
+// a replay of a bounded spool takes. A reader slower than that fails with
+// ErrSpoolGone and resumes from the subscriber's cursor.
+const DefaultSpoolGrace = time.Hour
+
+// WithSpoolGrace sets how long a freed bridge's spool is kept.
+func WithSpoolGrace(d time.Duration) Option { return func(h *Hub) { h.spoolGrace = d } }
+
 // New returns a hub.
 func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -93,7 +104,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: 5 * time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
-		parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
+		spoolGrace: DefaultSpoolGrace, parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
 	}
 	for _, o := range opts {

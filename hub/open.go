@@ -58,7 +58,7 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			// serve a spool either: the reader goes on without (a cursor
 			// whose shards are gone then resyncs, said out loud).
 			bctx, cancel := context.WithTimeout(ctx, bridgeLookup)
-			if st, err := h.cursors.Get(bctx, def.Name, from.Subscriber); err == nil && len(st.Bridges) > 0 {
+			if st, err := h.cursors.Get(bctx, def.Name, from.Subscriber); err == nil && st.spooled() {
 				state = st
 			}
 			cancel()

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -66,7 +67,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 			live = p
 		}
 	}
-	if st != nil && len(st.Bridges) > 0 {
+	if st != nil && st.spooled() {
 		spools, after, err := h.planBridges(ctx, def, st, pos)
 		if err != nil {
 			return nil, err
@@ -190,14 +191,18 @@ func reshardNotice(j *reshard.Journal) event.Event {
 // spools still to replay and the position after the last one. after is nil
 // when no bridge applies: pos is past them all, or before them (an older
 // cursor, which the spools cannot serve). Bridges are freed only when the
-// acked position itself is past them.
+// acked position itself is past them. The chain begins with the freed
+// bridges whose spools are still kept: another reader of the subscriber
+// (a pull page on another replica) may present a cursor inside one.
 func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *SubscriberState, pos *binlogdatapb.VGtid) ([]txnSource, *binlogdatapb.VGtid, error) {
 	var srcs []txnSource
 	var after *binlogdatapb.VGtid
 	started := false
 	keep := 0
 	at := position.Of(pos)
-	for i, b := range st.Bridges {
+	freed := h.sweepSpools(ctx, def, st)
+	chain := append(freed, st.Bridges...)
+	for i, b := range chain {
 		from, err := position.Unmarshal(b.From)
 		if err != nil {
 			return nil, nil, err
@@ -208,7 +213,7 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 		}
 		switch {
 		case started:
-			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log})
+			srcs = append(srcs, &spoolSource{st: h.st, log: b.Log, want: b.Seq, events: b.Events})
 			srcs = appendNotice(srcs, b, to)
 		case at.Identical(from) || from.Compare(at) == position.Before:
 			// At or after the bridge's start on its shards: resume after
@@ -222,11 +227,11 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 			if prev == nil {
 				prev = from.VGtid()
 			}
-			sp := &spoolSource{st: h.st, log: b.Log, after: seq, keyspace: def.Keyspace}
+			sp := &spoolSource{st: h.st, log: b.Log, after: seq, want: b.Seq, events: b.Events, keyspace: def.Keyspace}
 			if !at.Identical(position.Of(prev)) {
 				sp.pos, sp.prev = pos, prev
 			}
-			started, keep = true, i
+			started, keep = true, i-len(freed)
 			srcs = append(srcs, sp)
 			srcs = appendNotice(srcs, b, to)
 		case at.Compare(from) == position.Before:
@@ -237,7 +242,7 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 	acked := at.Identical(position.Of(st.VGtid))
 	if !started {
 		// Past every spool (or at a bridge's After): free them once acked.
-		if acked {
+		if acked && len(st.Bridges) > 0 {
 			h.freeBridges(ctx, def, st, len(st.Bridges))
 		}
 		return nil, nil, nil
@@ -294,18 +299,49 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 	}
 }
 
-// freeBridges drops the first n bridges of a subscriber (acked past) and
-// their spools.
+// freeBridges frees the first n bridges of a subscriber (acked past): they
+// leave its chain at once, but their spools are kept for spoolGrace, as
+// freed bridges, and deleted by a later plan (sweepSpools). The
+// subscriber's cursor is past them, but another of its readers (a second
+// tab, a pull page on another replica) may be replaying one, or present a
+// cursor inside it: deleted now, it would lose the rest. A reader still
+// on a spool after the grace finds it gone, which fails it
+// (ErrSpoolGone): it resumes from the stored cursor, past the spool.
+//
+// st is the state the plan read: the bridges are moved in the state stored
+// now (dropBridges).
 func (h *Hub) freeBridges(ctx context.Context, def *streams.Definition, st *SubscriberState, n int) {
-	for _, b := range st.Bridges[:n] {
-		if err := h.st.DeleteLog(ctx, b.Log); err != nil {
-			h.log.Warn("freeing bridge spool failed", "log", b.Log, "err", err)
-		}
-	}
-	st.Bridges = st.Bridges[n:]
-	if err := h.cursors.put(ctx, def.Name, st); err != nil {
+	if _, err := h.cursors.dropBridges(ctx, def.Name, st.Name, st.VGtid, st.Bridges[:n], time.Now().UTC()); err != nil {
 		h.log.Warn("updating subscriber after freeing spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
 	}
+}
+
+// sweepSpools deletes the spools of st's freed bridges whose grace has
+// passed, then forgets those bridges, and returns the freed bridges whose
+// spools are kept. A spool is deleted before its bridge is forgotten: a
+// failure between leaves a bridge to delete again, never a spool nobody
+// knows of.
+func (h *Hub) sweepSpools(ctx context.Context, def *streams.Definition, st *SubscriberState) []Bridge {
+	var kept []Bridge
+	var gone []string
+	for _, b := range st.Freed {
+		if time.Since(b.FreedAt) < h.spoolGrace {
+			kept = append(kept, b)
+			continue
+		}
+		if err := h.st.DeleteLog(ctx, b.Log); err != nil {
+			h.log.Warn("deleting a freed bridge spool failed", "log", b.Log, "err", err)
+			kept = append(kept, b)
+			continue
+		}
+		gone = append(gone, b.Log)
+	}
+	if len(gone) > 0 {
+		if err := h.cursors.forgetFreed(ctx, def.Name, st.Name, gone); err != nil {
+			h.log.Warn("updating subscriber after deleting freed spools failed", "stream", def.Name, "subscriber", st.Name, "err", err)
+		}
+	}
+	return kept
 }
 
 // currentPositioner resolves "now" into real positions (source.Client).

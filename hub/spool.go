@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -69,6 +70,13 @@ func decodeSpoolEntry(b []byte) (*source.Txn, error) {
 	return t, nil
 }
 
+// ErrSpoolGone is a reader's error when the spool it replays no longer
+// holds what its bridge recorded: it was deleted under the reader (freed
+// after the subscriber acked past it and the grace had passed, DESIGN §4
+// rule 3). Reading on would skip the rest of it, so the reader fails; the
+// subscriber's stored cursor, past the spool, is where it resumes.
+var ErrSpoolGone = errors.New("bridge spool is gone: the subscriber acked past it; resume from its stored cursor")
+
 // spoolSource replays a spool from after seq, then ends with io.EOF.
 //
 // A reader whose position is not a spool entry's (another replica, or a
@@ -83,6 +91,13 @@ type spoolSource struct {
 	buf   []*source.Txn
 	done  bool
 	err   error
+
+	// want is the spool's last sequence number as its bridge recorded it
+	// (0 in bridges recorded before it was, which have only events, the
+	// number of events spooled): a read that ends before it found the
+	// spool deleted, not ended (gone).
+	want   uint64
+	events int
 
 	// join: keyspace of the spooled shards; pos the reader's position
 	// (nil once it is an entry's); prev the position before the next entry.
@@ -118,6 +133,32 @@ func (s *spoolSource) fill(ctx context.Context) {
 			s.buf = append(s.buf, t)
 		}
 	}
+	if s.done {
+		s.err = s.gone(ctx)
+	}
+}
+
+// gone reports ErrSpoolGone when the spool, read to its end up to entry
+// s.after, lacks entries its bridge recorded. A deleted log reads as an
+// empty one on both stores, and its sequence numbers start again at 0, so
+// for a bridge that recorded its last sequence number the entries read say
+// it; for an older one the store's last sequence number does (0 for a
+// deleted log, which held entries if the bridge spooled events).
+func (s *spoolSource) gone(ctx context.Context) error {
+	if s.want > 0 {
+		if s.after >= s.want {
+			return nil
+		}
+		return fmt.Errorf("%w (%s ends at entry %d of %d)", ErrSpoolGone, s.log, s.after, s.want)
+	}
+	last, err := s.st.Append(ctx, s.log)
+	if err != nil {
+		return fmt.Errorf("read spool %s: %w", s.log, err)
+	}
+	if last < s.after || (last == 0 && s.events > 0) {
+		return fmt.Errorf("%w (%s holds no entry; its bridge spooled %d events)", ErrSpoolGone, s.log, s.events)
+	}
+	return nil
 }
 
 // join reports whether the reader still needs t, and gives it the reader's

@@ -74,9 +74,7 @@ func withSpool(t *testing.T, txns ...*source.Txn) *env {
 	from, _ := position.Of(mergePos(10, 10)).Marshal()
 	after, _ := position.Of(pos(50)).Marshal()
 	st.Bridges = []Bridge{{Journal: "merge", Log: log, From: from, After: after, Events: events}}
-	if err := e.hub.cursors.put(ctx, e.def.Name, st); err != nil {
-		t.Fatal(err)
-	}
+	e.putState(t, st)
 	e.fake.SetTopology(ks, []string{"0"}, nil)
 	return e
 }

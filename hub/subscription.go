@@ -172,7 +172,7 @@ func (s *Subscription) replan(ctx context.Context, err error) bool {
 	s.replans++
 	var st *SubscriberState
 	if s.subscriber != "" {
-		if cur, gerr := s.hub.cursors.Get(ctx, s.def.Name, s.subscriber); gerr == nil && len(cur.Bridges) > 0 {
+		if cur, gerr := s.hub.cursors.Get(ctx, s.def.Name, s.subscriber); gerr == nil && cur.spooled() {
 			st = cur
 		}
 	}

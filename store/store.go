@@ -26,7 +26,7 @@ var (
 	// no longer holds the lease (it expired and was taken over, or the token is
 	// stale).
 	ErrLeaseLost = errors.New("store: lease lost")
-	// ErrFenced is returned by PutFenced when the fencing token is not the
+	// ErrFenced is returned by fenced writes when the fencing token is not the
 	// current token of the named lease: a paused or partitioned former holder
 	// must never overwrite what the new holder wrote.
 	ErrFenced = errors.New("store: write fenced by a newer lease holder")
@@ -101,6 +101,20 @@ type Store interface {
 	// it returns ErrFenced and writes nothing. The check and the write are
 	// atomic.
 	PutFenced(ctx context.Context, ns, key string, val []byte, lease string, token uint64) error
+
+	// CompareAndSwap sets key in ns to val only if its value is still old,
+	// and reports whether it did; the comparison and the write are atomic.
+	// A nil old means "absent": the swap happens only if key does not exist
+	// (a non-nil empty old is the empty value, which is a value). It is how
+	// a read-modify-write of a shared record (a subscriber's state, written
+	// by acks on any replica and by bridges) avoids losing a concurrent
+	// write: read, compute, swap, and read again when the swap fails.
+	CompareAndSwap(ctx context.Context, ns, key string, old, val []byte) (bool, error)
+	// CompareAndSwapFenced is CompareAndSwap while lease is held with
+	// token; otherwise it returns ErrFenced (whether or not old matches)
+	// and writes nothing. The check, the comparison and the write are
+	// atomic.
+	CompareAndSwapFenced(ctx context.Context, ns, key string, old, val []byte, lease string, token uint64) (bool, error)
 
 	// Append adds values to the end of the named log atomically and returns
 	// the sequence number of the last one. The values get consecutive

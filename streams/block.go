@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -32,28 +31,25 @@ type Block struct {
 // It reports whether b is new: a cutover already recorded (the journal
 // is read again by every poll) is left alone.
 func (r *Registry) Block(ctx context.Context, name string, b Block) (*Definition, bool, error) {
-	d, err := r.fetch(ctx, name)
+	fresh := false
+	d, err := r.update(ctx, name, func(d *Definition) (*Definition, error) {
+		fresh = false
+		if d == nil {
+			return nil, ErrNotFound
+		}
+		if d.Blocked != nil && d.Blocked.Journal == b.Journal {
+			return nil, nil
+		}
+		if d.Keyspace != b.From {
+			return nil, fmt.Errorf("stream %s reads keyspace %s, not %s", name, d.Keyspace, b.From)
+		}
+		d.Blocked, fresh = &b, true
+		return d, nil
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	if d.Blocked != nil && d.Blocked.Journal == b.Journal {
-		return d, false, nil
-	}
-	if d.Keyspace != b.From {
-		return nil, false, fmt.Errorf("stream %s reads keyspace %s, not %s", name, d.Keyspace, b.From)
-	}
-	d.Blocked = &b
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := r.st.Put(ctx, ns, d.Name, raw); err != nil {
-		return nil, false, fmt.Errorf("save stream: %w", err)
-	}
-	r.mu.Lock()
-	r.cache[d.Name], r.fetched[d.Name] = d, time.Now()
-	r.mu.Unlock()
-	return d, true, nil
+	return d, fresh, nil
 }
 
 // MovedTables returns the tables of d that are among tables.

@@ -2,7 +2,6 @@ package streams
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -69,31 +68,22 @@ func (d *Definition) Moved() time.Time {
 // m.To. It is idempotent (a move already recorded is left alone) and
 // reads the stored definition, not the cache.
 func (r *Registry) Move(ctx context.Context, name string, m Move) (*Definition, error) {
-	d, err := r.fetch(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	for _, have := range d.Moves {
-		if have.Journal == m.Journal {
-			return d, nil
+	return r.update(ctx, name, func(d *Definition) (*Definition, error) {
+		if d == nil {
+			return nil, ErrNotFound
 		}
-	}
-	if d.Keyspace != m.From {
-		return nil, fmt.Errorf("stream %s reads keyspace %s, not %s", name, d.Keyspace, m.From)
-	}
-	d.Moves = append(d.Moves, m)
-	d.Keyspace = m.To
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.st.Put(ctx, ns, d.Name, b); err != nil {
-		return nil, fmt.Errorf("save stream: %w", err)
-	}
-	r.mu.Lock()
-	r.cache[d.Name], r.fetched[d.Name] = d, time.Now()
-	r.mu.Unlock()
-	return d, nil
+		for _, have := range d.Moves {
+			if have.Journal == m.Journal {
+				return nil, nil
+			}
+		}
+		if d.Keyspace != m.From {
+			return nil, fmt.Errorf("stream %s reads keyspace %s, not %s", name, d.Keyspace, m.From)
+		}
+		d.Moves = append(d.Moves, m)
+		d.Keyspace = m.To
+		return d, nil
+	})
 }
 
 // Fresh returns the stored definition, bypassing the cache.

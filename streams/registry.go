@@ -88,33 +88,35 @@ func (r *Registry) Create(ctx context.Context, d *Definition) error {
 }
 
 // Upsert stores d, replacing a definition of the same name (config files).
+// What the stored one has of its own (its creation time, the MoveTables
+// cutovers it followed, a block) is kept, from the definition stored when
+// d is written (update).
 func (r *Registry) Upsert(ctx context.Context, d *Definition) error {
 	if err := d.Normalize(); err != nil {
 		return err
 	}
-	if old, err := r.Get(ctx, d.Name); err == nil {
-		d.CreatedAt = old.CreatedAt
-		if len(old.Moves) > 0 && old.Origin() == d.Keyspace {
+	in := *d
+	stored, err := r.update(ctx, d.Name, func(old *Definition) (*Definition, error) {
+		n := in
+		if old == nil {
+			n.CreatedAt = time.Now().UTC().Truncate(time.Second)
+			return &n, nil
+		}
+		n.CreatedAt = old.CreatedAt
+		if len(old.Moves) > 0 && old.Origin() == n.Keyspace {
 			// The file names the keyspace the stream began on; its
 			// tables have moved since: keep following them.
-			d.Keyspace, d.Moves = old.Keyspace, old.Moves
+			n.Keyspace, n.Moves = old.Keyspace, old.Moves
 		}
-		if old.Blocked != nil && old.Keyspace == d.Keyspace && slices.Equal(old.TableNames(), d.TableNames()) {
-			d.Blocked = old.Blocked // the same stream: still blocked
+		if old.Blocked != nil && old.Keyspace == n.Keyspace && slices.Equal(old.TableNames(), n.TableNames()) {
+			n.Blocked = old.Blocked // the same stream: still blocked
 		}
-	} else {
-		d.CreatedAt = time.Now().UTC().Truncate(time.Second)
-	}
-	b, err := json.Marshal(d)
+		return &n, nil
+	})
 	if err != nil {
 		return err
 	}
-	if err := r.st.Put(ctx, ns, d.Name, b); err != nil {
-		return fmt.Errorf("save stream: %w", err)
-	}
-	r.mu.Lock()
-	r.cache[d.Name], r.fetched[d.Name] = d, time.Now()
-	r.mu.Unlock()
+	*d = *stored
 	return nil
 }
 

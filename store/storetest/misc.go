@@ -25,6 +25,14 @@ func calls(s store.Store, l store.Lease) map[string]func(ctx context.Context) er
 		"PutFenced": func(ctx context.Context) error {
 			return s.PutFenced(ctx, "ns", "k", []byte("v"), l.Name, l.Token)
 		},
+		"CompareAndSwap": func(ctx context.Context) error {
+			_, err := s.CompareAndSwap(ctx, "ns", "k", []byte("v"), []byte("w"))
+			return err
+		},
+		"CompareAndSwapFenced": func(ctx context.Context) error {
+			_, err := s.CompareAndSwapFenced(ctx, "ns", "k", []byte("w"), []byte("v"), l.Name, l.Token)
+			return err
+		},
 		"Append": func(ctx context.Context) error { _, err := s.Append(ctx, "log", []byte("v")); return err },
 		"ReadLog": func(ctx context.Context) error {
 			_, err := s.ReadLog(ctx, "log", 0, 10)
@@ -106,6 +114,9 @@ var miscTests = []test{
 		_, errs["List"] = s.List(ctx, "")
 		errs["PutFenced ns"] = s.PutFenced(ctx, "", "k", nil, "L", 1)
 		errs["PutFenced lease"] = s.PutFenced(ctx, "ns", "k", nil, "", 1)
+		_, errs["CompareAndSwap"] = s.CompareAndSwap(ctx, "", "k", nil, nil)
+		_, errs["CompareAndSwapFenced ns"] = s.CompareAndSwapFenced(ctx, "", "k", nil, nil, "L", 1)
+		_, errs["CompareAndSwapFenced lease"] = s.CompareAndSwapFenced(ctx, "ns", "k", nil, nil, "", 1)
 		_, errs["Append"] = s.Append(ctx, "", []byte("v"))
 		_, errs["ReadLog"] = s.ReadLog(ctx, "", 0, 0)
 		errs["TrimLog"] = s.TrimLog(ctx, "", 1)

@@ -81,6 +81,22 @@ func (o *Outage) PutFenced(ctx context.Context, ns, key string, val []byte, leas
 	return o.Store.PutFenced(ctx, ns, key, val, lease, token)
 }
 
+// CompareAndSwap implements store.Store.
+func (o *Outage) CompareAndSwap(ctx context.Context, ns, key string, old, val []byte) (bool, error) {
+	if err := o.fail("compare-and-swap"); err != nil {
+		return false, err
+	}
+	return o.Store.CompareAndSwap(ctx, ns, key, old, val)
+}
+
+// CompareAndSwapFenced implements store.Store.
+func (o *Outage) CompareAndSwapFenced(ctx context.Context, ns, key string, old, val []byte, lease string, token uint64) (bool, error) {
+	if err := o.fail("fenced compare-and-swap"); err != nil {
+		return false, err
+	}
+	return o.Store.CompareAndSwapFenced(ctx, ns, key, old, val, lease, token)
+}
+
 // Append implements store.Store.
 func (o *Outage) Append(ctx context.Context, log string, vals ...[]byte) (uint64, error) {
 	if err := o.fail("append"); err != nil {

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Log", logTests},
 		{"Lease", leaseTests},
 		{"Fenced", fencedTests},
+		{"CAS", casTests},
 		{"Misc", miscTests},
 	}
 	for _, g := range groups {
