@@ -59,16 +59,21 @@ type Hub struct {
 	lostAt     func() time.Time // see WithStoreLoss
 	lossWindow time.Duration
 
-	mu     sync.Mutex
-	parked map[string]*parked // by stream + "\x00" + token
-	tails  map[string]*tail   // by stream name
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	parked  map[string][]*parked // by parkKey, oldest first
+	nParked int
+	tails   map[string]*tail // by stream name
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 type parked struct {
 	sub   *Subscription
 	timer *time.Timer
+	// private: the subscription reads a VStream of its own (not the
+	// tail), which a binlog dump thread on the primary serves while it
+	// is parked.
+	private bool
 }
 
 // Option configures a Hub.
@@ -104,7 +109,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
 		bridgeTimeout: 5 * time.Minute, bridgeStall: 5 * time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
-		spoolGrace: DefaultSpoolGrace, parked: map[string]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
+		spoolGrace: DefaultSpoolGrace, parked: map[string][]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
 	}
 	for _, o := range opts {
@@ -118,11 +123,14 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	for k, p := range h.parked {
-		p.timer.Stop()
+	for k, ps := range h.parked {
 		delete(h.parked, k)
-		p.sub.close()
+		for _, p := range ps {
+			p.timer.Stop()
+			p.sub.close()
+		}
 	}
+	h.nParked = 0
 	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
@@ -152,6 +160,15 @@ func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid,
 
 // Park keeps s open for parkTTL under its current cursor, for the next pull
 // request. s must not be used by the caller afterwards.
+//
+// Readers in step with the stream's tail stand at the same cursor after
+// each page, so many are parked under one key: a hundred long-pollers of a
+// dashboard would otherwise keep one parked subscription between them and
+// open the other ninety-nine again (token decode, plan, a search of the
+// ring) on every poll. Up to maxParkedPerCursor are kept per cursor; the
+// oldest goes first. A subscription with a VStream of its own (a catch-up)
+// costs the primary a dump thread while it waits, so of those one per
+// cursor is kept, the newest, as a client retrying a request needs.
 func (h *Hub) Park(s *Subscription) {
 	tok := s.token
 	if s.inTxn > 0 {
@@ -163,46 +180,83 @@ func (h *Hub) Park(s *Subscription) {
 		s.close()
 		return
 	}
-	key := s.def.Name + "\x00" + tok
+	key := parkKey(s.def.Name, s.subscriber, tok)
+	p := &parked{sub: s, private: !followsTail(s.r)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if old, ok := h.parked[key]; ok {
-		// Two clients at the same cursor: keep one.
-		old.timer.Stop()
-		old.sub.close()
+	for _, old := range slices.Clone(h.parked[key]) {
+		if (p.private && old.private) || len(h.parked[key]) >= maxParkedPerCursor {
+			old.timer.Stop()
+			h.dropParked(key, old)
+			old.sub.close()
+		}
 	}
-	p := &parked{sub: s}
 	p.timer = time.AfterFunc(h.parkTTL, func() {
 		h.mu.Lock()
-		cur, ok := h.parked[key]
-		if ok && cur == p {
-			delete(h.parked, key)
-		}
+		ok := h.dropParked(key, p)
 		h.mu.Unlock()
-		if ok && cur == p {
+		if ok {
 			s.close()
 		}
 	})
-	h.parked[key] = p
+	h.parked[key] = append(h.parked[key], p)
+	h.nParked++
 }
 
-func (h *Hub) unpark(stream, token string) *Subscription {
-	key := stream + "\x00" + token
+// maxParkedPerCursor bounds the subscriptions parked under one cursor.
+const maxParkedPerCursor = 4096
+
+// dropParked removes p from key's parked subscriptions, reporting whether
+// it was there. Called with mu held.
+func (h *Hub) dropParked(key string, p *parked) bool {
+	ps := h.parked[key]
+	i := slices.Index(ps, p)
+	if i < 0 {
+		return false
+	}
+	ps = slices.Delete(ps, i, i+1)
+	if len(ps) == 0 {
+		delete(h.parked, key)
+	} else {
+		h.parked[key] = ps
+	}
+	h.nParked--
+	return true
+}
+
+// parkKey is where a subscription is parked: its stream, its subscriber
+// ("" for an anonymous token) and its cursor. A named subscriber's request
+// must never take a subscription another reader parked at the same cursor
+// (one planned for that reader: a resync's snapshot, another's spools), so
+// the subscriber is part of the key; anonymous readers at one cursor share
+// theirs, their subscriptions being alike.
+func parkKey(stream, subscriber, token string) string {
+	return stream + "\x00" + subscriber + "\x00" + token
+}
+
+// unpark takes the newest subscription subscriber parked under token, if
+// any.
+func (h *Hub) unpark(stream, subscriber, token string) *Subscription {
+	key := parkKey(stream, subscriber, token)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p, ok := h.parked[key]
-	if !ok || !p.timer.Stop() {
-		return nil
+	ps := h.parked[key]
+	for i := len(ps) - 1; i >= 0; i-- {
+		if p := ps[i]; p.timer.Stop() {
+			h.dropParked(key, p)
+			return p.sub
+		}
+		// Its timer fired: its function, waiting for mu, drops and
+		// closes it.
 	}
-	delete(h.parked, key)
-	return p.sub
+	return nil
 }
 
 // Parked reports how many subscriptions are parked (for metrics and tests).
 func (h *Hub) Parked() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.parked)
+	return h.nParked
 }
 
 // sameDefinition compares by origin keyspace: a stream whose tables moved

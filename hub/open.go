@@ -80,8 +80,11 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 		}
 	}
 	if token != "" {
-		if s := h.unpark(def.Name, token); s != nil {
-			if sameDefinition(s.def, def) {
+		if s := h.unpark(def.Name, from.Subscriber, token); s != nil {
+			// A subscriber with bridges is planned afresh: a subscription
+			// parked before they were recorded would read on without
+			// its spools (DESIGN §6, §4 rule 3).
+			if sameDefinition(s.def, def) && (state == nil || len(state.Bridges) == 0) {
 				return s, nil
 			}
 			s.close()

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -133,6 +135,77 @@ func TestParkedSubscriptionReused(t *testing.T) {
 	}
 	next(t, fresh)
 	samePos(t, "new request", e.fake.Call(t, 1).Req.Vgtid, pos(12))
+}
+
+// Pollers in step with the tail stand at the same cursor after each page:
+// every one of them is parked and picked up again, none opened anew.
+func TestParkedManyAtOneCursor(t *testing.T) {
+	e, call := tailEnv(t, pos(10), TailOptions{RingBytes: 1 << 20, RingEntries: 100})
+	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(11, 11)})
+	const n = 3
+	cursor := e.token(t, pos(11))
+	var subs []*Subscription
+	for range n {
+		s := e.open(t, From{Token: e.token(t, pos(10))})
+		if d := next(t, s); d.Cursor != cursor {
+			t.Fatalf("cursor %q, want %q", d.Cursor, cursor)
+		}
+		subs = append(subs, s)
+	}
+	for _, s := range subs {
+		e.hub.Park(s)
+	}
+	if got := e.hub.Parked(); got != n {
+		t.Fatalf("%d parked, want %d", got, n)
+	}
+	var again []*Subscription
+	for range n {
+		s := e.open(t, From{Token: cursor})
+		if !slices.Contains(subs, s) || slices.Contains(again, s) {
+			t.Fatal("a request at the shared cursor got a new or a repeated subscription")
+		}
+		again = append(again, s)
+	}
+	if got := e.hub.Parked(); got != 0 {
+		t.Fatalf("%d parked after every one was taken", got)
+	}
+	call.Answer(t, fakevtgate.Script{Open: true, Batches: txns(12, 12)})
+	for i, s := range again {
+		same(t, fmt.Sprintf("reader %d after reuse", i), read(t, s, 1), want(12))
+	}
+	if calls := e.fake.Calls(); calls != 1 {
+		t.Fatalf("%d VStream calls, want the tail's only", calls)
+	}
+	// The next request at that cursor finds none parked: it joins anew.
+	if s := e.open(t, From{Token: cursor}); slices.Contains(subs, s) {
+		t.Fatal("a subscription in use was handed out again")
+	}
+}
+
+// Of subscriptions parked at one cursor with VStreams of their own (a
+// catch-up each: a dump thread each on the primary), only the newest is
+// kept.
+func TestParkedPrivateOnePerCursor(t *testing.T) {
+	e := newEnv(t)
+	var subs []*Subscription
+	var cursor string
+	for range 2 {
+		e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+			s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		}})
+		s := e.open(t, From{Token: e.token(t, pos(10))})
+		cursor = next(t, s).Cursor
+		subs = append(subs, s)
+	}
+	e.hub.Park(subs[0])
+	e.hub.Park(subs[1])
+	if got := e.hub.Parked(); got != 1 {
+		t.Fatalf("%d parked, want 1", got)
+	}
+	<-e.fake.Call(t, 0).Done() // the older one's VStream ended
+	if s := e.open(t, From{Token: cursor}); s != subs[1] {
+		t.Fatal("the newest parked subscription was not the one handed out")
+	}
 }
 
 // Rebuild decisions end to end (DESIGN §4 rule 4): topology from vtgate,

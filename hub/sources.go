@@ -152,6 +152,24 @@ func (c *chainSource) park(wake func()) (*Parked, bool) {
 	return parkOf(c.srcs[0], wake)
 }
 
+// followsTail reports whether src reads the stream's tail (rather than a
+// VStream of its own) at its next read: as park sees it, earlier sources of
+// a chain that are spent fixed ones do not count.
+func followsTail(src txnSource) bool {
+	switch s := src.(type) {
+	case *followSource:
+		return s.onTail()
+	case *chainSource:
+		for _, e := range s.srcs[:len(s.srcs)-1] {
+			if f, ok := e.(*sliceSource); !ok || len(f.txns) > 0 {
+				return false
+			}
+		}
+		return followsTail(s.srcs[len(s.srcs)-1])
+	}
+	return false
+}
+
 func (c *chainSource) cursorToken() string {
 	if ts, ok := c.srcs[0].(tokenSource); ok {
 		return ts.cursorToken()

@@ -58,11 +58,11 @@ func ParseGTID(gtid string) (replication.Position, error) {
 // sequence number, so the same sequence written under another server id
 // (after a failover) is Equal. Anything ParseGTID refuses is Incomparable.
 func CompareGTID(a, b string) Order {
-	pa, err := ParseGTID(a)
+	pa, err := parseCached(a)
 	if err != nil {
 		return Incomparable
 	}
-	pb, err := ParseGTID(b)
+	pb, err := parseCached(b)
 	if err != nil {
 		return Incomparable
 	}
