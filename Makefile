@@ -9,9 +9,13 @@ DEMO_DATA ?= /var/tmp/vsg-demo
 .PHONY: build test test-faults test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout
 
 build:
+	@echo "building the gateway into $(BIN) (the first build compiles its dependencies: a few minutes on 2 cores)"
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/vstream-gateway
 
+# `go run` compiles vtlocal, which imports Vitess, before it can say
+# anything: on a fresh machine that alone takes minutes, so say so first.
 cluster-up:
+	@echo "cluster-up: compiling the cluster tool, then bringing up a local Vitess cluster (first run: Vitess is built too, 5-10 minutes on 2 cores; later runs: seconds)"
 	$(GO) run ./cmd/vtlocal up
 
 cluster-down:
