@@ -60,7 +60,7 @@ type Hub struct {
 	lossWindow time.Duration
 
 	mu      sync.Mutex
-	parked  map[string][]*parked // by parkKey, oldest first
+	parked  map[string][]*parked // by parkKey (stream and cursor), oldest first
 	nParked int
 	tails   map[string]*tail // by stream name
 	closed  bool
@@ -180,12 +180,13 @@ func (h *Hub) Park(s *Subscription) {
 		s.close()
 		return
 	}
-	key := parkKey(s.def.Name, s.subscriber, tok)
+	key := parkKey(s.def.Name, tok)
 	p := &parked{sub: s, private: !followsTail(s.r)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, old := range slices.Clone(h.parked[key]) {
-		if (p.private && old.private) || len(h.parked[key]) >= maxParkedPerCursor {
+		samePrivate := p.private && old.private && old.sub.subscriber == s.subscriber
+		if samePrivate || len(h.parked[key]) >= maxParkedPerCursor {
 			old.timer.Stop()
 			h.dropParked(key, old)
 			old.sub.close()
@@ -224,25 +225,37 @@ func (h *Hub) dropParked(key string, p *parked) bool {
 	return true
 }
 
-// parkKey is where a subscription is parked: its stream, its subscriber
-// ("" for an anonymous token) and its cursor. A named subscriber's request
-// must never take a subscription another reader parked at the same cursor
-// (one planned for that reader: a resync's snapshot, another's spools), so
-// the subscriber is part of the key; anonymous readers at one cursor share
-// theirs, their subscriptions being alike.
-func parkKey(stream, subscriber, token string) string {
-	return stream + "\x00" + subscriber + "\x00" + token
-}
+// parkKey is where subscriptions are parked: by stream and cursor.
+func parkKey(stream, token string) string { return stream + "\x00" + token }
 
-// unpark takes the newest subscription subscriber parked under token, if
-// any.
+// unpark takes a subscription parked under token for subscriber: the
+// newest it parked itself. A named subscriber's request never takes one
+// another reader parked at the same cursor: that one was planned for the
+// other reader (a resync's snapshot, another subscriber's spools, none of
+// its own). A request with a cursor alone may take any, its own kind
+// first: a named subscriber paging with `cursor=` alone reads on in the
+// spools its first page planned, and a subscription at a cursor reads
+// from there whoever holds it (scopes apply at the transport).
 func (h *Hub) unpark(stream, subscriber, token string) *Subscription {
-	key := parkKey(stream, subscriber, token)
+	key := parkKey(stream, token)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s := h.takeParked(key, func(p *parked) bool { return p.sub.subscriber == subscriber }); s != nil || subscriber != "" {
+		return s
+	}
+	return h.takeParked(key, func(*parked) bool { return true })
+}
+
+// takeParked takes the newest subscription parked under key that ok
+// accepts. Called with mu held.
+func (h *Hub) takeParked(key string, ok func(*parked) bool) *Subscription {
 	ps := h.parked[key]
 	for i := len(ps) - 1; i >= 0; i-- {
-		if p := ps[i]; p.timer.Stop() {
+		p := ps[i]
+		if !ok(p) {
+			continue
+		}
+		if p.timer.Stop() {
 			h.dropParked(key, p)
 			return p.sub
 		}

@@ -158,6 +158,7 @@ func TestParkedSubscriptionsBelongToTheirSubscriber(t *testing.T) {
 
 	e.fake.Push(fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		s0.Txn(100, pos(13), row(s0, "2"), row(s0, "3")),
 	}, journalEnd()...)})
 	bridge(t, e, j)
 	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil) // complete: shard 0 gone
@@ -167,13 +168,24 @@ func TestParkedSubscriptionsBelongToTheirSubscriber(t *testing.T) {
 	if back == anon || back == early {
 		t.Fatal("alice was handed a subscription parked before her bridge (another reader's or her own)")
 	}
-	if got := summary(t, next(t, back).Txn); got != "1" {
+	d := next(t, back)
+	if got := summary(t, d.Txn); got != "1" {
 		t.Fatalf("alice's first transaction %q, want 1 from her spool", got)
-	}
-	if n := e.fake.Calls(); n != calls {
-		t.Fatalf("%d VStream calls while alice read her spool, want none", n-calls)
 	}
 	if again := e.open(t, From{Token: at10}); again != anon {
 		t.Fatal("the anonymous reader's next request did not find its parked subscription")
+	}
+	// Alice pages on with the page's cursor alone: her parked subscription
+	// goes on in the spool.
+	e.hub.Park(back)
+	page2 := e.open(t, From{Token: d.Cursor})
+	if page2 != back {
+		t.Fatal("a request with alice's next cursor did not take her parked subscription")
+	}
+	if got := summary(t, next(t, page2).Txn); got != "2 3" {
+		t.Fatalf("alice's second page %q, want 2 3 from her spool", got)
+	}
+	if n := e.fake.Calls(); n != calls {
+		t.Fatalf("%d VStream calls while alice read her spool, want none", n-calls)
 	}
 }
