@@ -169,6 +169,9 @@ func quoteJSON(s string) string {
 
 // open resolves where a reader starts and opens its subscription.
 func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber, start string) (*hub.Subscription, error) {
+	if err := a.checkReaderScope(ctx, def, subscriber); err != nil {
+		return nil, err
+	}
 	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber, Start: start})
 	if errors.Is(err, store.ErrUnavailable) {
 		return nil, err // a 503, also for a reference token the store holds

@@ -38,6 +38,9 @@ type SubscriberState struct {
 	// was away: replay each spool in order, then continue from the last
 	// bridge's After position. See bridge.go.
 	Bridges []Bridge `json:"bridges,omitempty"`
+	// Scope is the table scope the subscriber was created with (nil in
+	// states stored before scopes were): see subscope.go.
+	Scope *Scope `json:"scope,omitempty"`
 }
 
 // Bridge is one captured crossing of a reshard cutover.
@@ -125,6 +128,7 @@ func (c *Cursors) Ack(ctx context.Context, stream, sub string, pos *binlogdatapb
 			return old.VGtid, nil
 		}
 		st.Bridges = old.Bridges // still needed until acked past (see plan)
+		st.Scope = old.Scope
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}

@@ -40,8 +40,14 @@ type authFixture struct {
 
 func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
-	loadSpec(t)
 	s, _ := newTestServer(t)
+	return newAuthFixtureOf(t, s)
+}
+
+// newAuthFixtureOf is newAuthFixture around a test server of the caller's.
+func newAuthFixtureOf(t testing.TB, s *Server) *authFixture {
+	t.Helper()
+	loadSpec(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
+	"github.com/vstream-gateway/vstream-gateway/store/redisstore/redistest"
+)
+
+// newRedisAuthFixture is newAuthFixture on a Redis of its own: subscriber
+// states are stored as in production.
+func newRedisAuthFixture(t *testing.T) *authFixture {
+	t.Helper()
+	node := redistest.StartNode(t, redistest.NodeOptions{})
+	st, err := redisstore.New(context.Background(), "redis://"+node.Addr()+"/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, _ := newTestServerOn(t, st)
+	return newAuthFixtureOf(t, s)
+}
+
+// A named subscriber is bound to the table scope it was created with: its
+// cursor passed the rows its scope withheld, so a reader with a wider (or
+// another) scope would never get them. Every transport and the ack refuse
+// another scope with 409 subscriber_scope_mismatch naming both; a token
+// whose globs differ but whose scope on the stream is the same is let in.
+func TestSubscriberScopeBound(t *testing.T) {
+	f := newRedisAuthFixture(t)
+	tables := func(globs ...string) func(c *auth.Claims) {
+		return func(c *auth.Claims) { c.Tables = globs }
+	}
+	narrow := f.mint(t, "alice", tables("customer.customer"))
+	wide := f.mint(t, "alice", tables("customer.*"))
+	sameScope := f.mint(t, "alice", tables("customer.customer", "commerce.*"))
+
+	type answer struct {
+		status int
+		body   string
+	}
+	ack := func(token, sub string) answer {
+		req := endpoint{method: "POST", path: "/v1/streams/customers/subscribers/" + sub + "/ack", body: `{"cursor":"` + f.tok + `"}`}.request(token)
+		resp, body := doRequest(t, f.h, req)
+		return answer{resp.StatusCode, string(body)}
+	}
+	if r := ack(narrow, "alice"); r.status != 200 {
+		t.Fatalf("first ack: %+v", r)
+	}
+
+	readers := []endpoint{
+		{method: "GET", path: "/v1/streams/customers/changes?subscriber=alice"},
+		{method: "GET", path: "/v1/streams/customers/sse?subscriber=alice"},
+		{method: "GET", path: "/v1/streams/customers/ws?subscriber=alice", ws: true},
+	}
+	for _, e := range readers {
+		// A reader let in would stream until its context ends: the test
+		// then fails on its 200 instead of waiting for good.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req := e.request(wide).WithContext(ctx)
+		resp, body := doRequest(t, f.h, req)
+		msg := string(body)
+		if resp.StatusCode != 409 || errorCode(body) != "subscriber_scope_mismatch" ||
+			!strings.Contains(msg, `[\"customer\"]`) || !strings.Contains(msg, `[\"corder\",\"customer\"]`) {
+			t.Errorf("%s with a wider scope: %d %s, want 409 subscriber_scope_mismatch naming both scopes", e.path, resp.StatusCode, body)
+		}
+		cancel()
+	}
+	if r := ack(wide, "alice"); r.status != 409 || errorCode([]byte(r.body)) != "subscriber_scope_mismatch" {
+		t.Errorf("ack with a wider scope: %d %s, want 409 subscriber_scope_mismatch", r.status, r.body)
+	}
+	if r := ack(sameScope, "alice"); r.status != 200 {
+		t.Errorf("ack with other globs but the same scope on the stream: %+v", r)
+	}
+
+	// A subscriber stored before scopes were adopts the scope of its next
+	// request, and is bound to it from then on.
+	if _, err := f.API().Cursors.Ack(context.Background(), "customers", "alice.legacy", testVGtid()); err != nil {
+		t.Fatal(err)
+	}
+	if r := ack(wide, "alice.legacy"); r.status != 200 {
+		t.Fatalf("legacy subscriber's next ack: %+v", r)
+	}
+	st, err := f.API().Cursors.Get(context.Background(), "customers", "alice.legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Scope == nil || strings.Join(st.Scope.Tables, ",") != "corder,customer" {
+		t.Errorf("legacy subscriber's scope after its next request: %+v", st.Scope)
+	}
+	if r := ack(narrow, "alice.legacy"); r.status != 409 {
+		t.Errorf("legacy subscriber, then a narrower scope: %d %s, want 409", r.status, r.body)
+	}
+}
