@@ -63,6 +63,7 @@ func newAuthFixtureOf(t testing.TB, s *Server) *authFixture {
 		t.Fatal(err)
 	}
 	s.authn = &Authenticator{verifier: v, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.api.Verify = v.Verify
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	f := &authFixture{Server: s, rsa: key, pubPEM: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})}
 	f.h = s.Router()
