@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,47 @@ func TestSubscriberScopeBound(t *testing.T) {
 	}
 	if r := ack(narrow, "alice.legacy"); r.status != 409 {
 		t.Errorf("legacy subscriber, then a narrower scope: %d %s, want 409", r.status, r.body)
+	}
+}
+
+// /v1/stats shows a non-admin token only the streams whose every table its
+// tables claim covers: a stream's numbers (events in, its tail's ring and
+// position, their history) are the whole stream's, and would tell the
+// volume of tables outside the scope. Admin tokens see every stream.
+func TestStatsScope(t *testing.T) {
+	f := newAuthFixture(t)
+	streamsOf := func(token string) []string {
+		t.Helper()
+		req := endpoint{method: "GET", path: "/v1/stats"}.request(token)
+		resp, body := doRequest(t, f.h, req)
+		if resp.StatusCode != 200 {
+			t.Fatalf("stats: %d %s", resp.StatusCode, body)
+		}
+		var rep struct{ Streams []struct{ Name string } }
+		if err := json.Unmarshal(body, &rep); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range rep.Streams {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	tables := func(globs ...string) func(c *auth.Claims) {
+		return func(c *auth.Claims) { c.Tables = globs }
+	}
+	for _, c := range []struct {
+		name  string
+		token string
+		want  string
+	}{
+		{"one of the stream's two tables", f.mint(t, "alice", tables("customer.customer")), ""},
+		{"both tables", f.mint(t, "alice", tables("customer.customer", "customer.corder")), "customers"},
+		{"the keyspace", f.mint(t, "alice", tables("customer.*")), "customers"},
+		{"admin, one table", f.mint(t, "ops", func(c *auth.Claims) { c.Tables, c.Scope = []string{"customer.customer"}, "admin" }), "customers"},
+	} {
+		if got := strings.Join(streamsOf(c.token), ","); got != c.want {
+			t.Errorf("%s: stats of %q, want %q", c.name, got, c.want)
+		}
 	}
 }
