@@ -8,9 +8,10 @@ import (
 
 // TableFilter decides which events a token may receive. Row events are
 // kept only when their keyspace.table matches a glob of the "tables" claim.
-// Control events without a table (reshard, resync, snapshot_complete,
-// heartbeat) carry no row data and are needed to resume correctly, so they
-// always pass. DDL events carry statement text that can reveal another
+// Control events without a table (reshard, snapshot_complete, heartbeat)
+// carry no row data and are needed to resume correctly, so they always
+// pass; those that name tables (moved, blocked, resync) pass with the
+// tables of the scope only (control.go). DDL events carry statement text that can reveal another
 // table's schema, so they pass only when the token may see every table of
 // their keyspace ("*", "<keyspace>.*", "*.*").
 //
@@ -60,6 +61,9 @@ func (f *TableFilter) Allows(keyspace, table string) bool {
 	return false
 }
 
+// AllowsKeyspace reports whether every table of keyspace is allowed.
+func (f *TableFilter) AllowsKeyspace(keyspace string) bool { return f.allowsKeyspace(keyspace) }
+
 // allowsKeyspace reports whether every table of keyspace is allowed.
 func (f *TableFilter) allowsKeyspace(keyspace string) bool {
 	if f.all {
@@ -75,36 +79,54 @@ func (f *TableFilter) allowsKeyspace(keyspace string) bool {
 	return false
 }
 
-// AllowsEvent reports whether e may be sent.
+// AllowsEvent reports whether e may be sent (a control event naming
+// tables perhaps with fewer of them: see control.go).
 func (f *TableFilter) AllowsEvent(e *event.Event) bool {
+	keep, _ := f.scope(e)
+	return keep
+}
+
+// scope reports whether e may be sent and, for a control event whose
+// tables were narrowed, what to send instead.
+func (f *TableFilter) scope(e *event.Event) (keep bool, narrowed *event.Event) {
 	if f.all {
-		return true
+		return true, nil
 	}
 	switch {
 	case e.Type == event.TypeDDL:
-		return f.allowsKeyspace(e.Keyspace)
+		return f.allowsKeyspace(e.Keyspace), nil
+	case e.Table == "" && namesTables(e.Type):
+		return f.scopeControl(e)
 	case e.Table == "":
-		return true
+		return true, nil
 	default:
-		return f.Allows(e.Keyspace, e.Table)
+		return f.Allows(e.Keyspace, e.Table), nil
 	}
 }
 
 // Filter returns the events that may be sent. It never modifies events:
-// when all pass it returns events itself (no allocation), otherwise a new
-// slice, because the same transaction may be fanned out to other clients.
+// when all pass unchanged it returns events itself (no allocation),
+// otherwise a new slice, because the same transaction may be fanned out to
+// other clients.
 func (f *TableFilter) Filter(events []event.Event) []event.Event {
 	if f.all {
 		return events
 	}
 	for i := range events {
-		if f.AllowsEvent(&events[i]) {
+		keep, narrowed := f.scope(&events[i])
+		if keep && narrowed == nil {
 			continue
 		}
-		out := make([]event.Event, i, len(events)-1)
+		out := make([]event.Event, i, len(events))
 		copy(out, events[:i])
-		for j := i + 1; j < len(events); j++ {
-			if f.AllowsEvent(&events[j]) {
+		for j := i; j < len(events); j++ {
+			if j > i {
+				keep, narrowed = f.scope(&events[j])
+			}
+			switch {
+			case narrowed != nil:
+				out = append(out, *narrowed)
+			case keep:
 				out = append(out, events[j])
 			}
 		}

@@ -158,9 +158,19 @@ func (a *API) ackCtx(ctx context.Context, def *streams.Definition, sub, token st
 	if err != nil {
 		return "", apiErr(http.StatusBadRequest, "invalid_cursor", err.Error())
 	}
+	found, err := a.checkScope(ctx, def, sub)
+	if err != nil {
+		return "", err
+	}
 	stored, err := a.Cursors.Ack(ctx, def.Name, sub, v)
 	if err != nil {
 		return "", err
+	}
+	if !found {
+		// The ack created the subscriber: it is bound to this scope.
+		if _, err := a.checkScope(ctx, def, sub); err != nil {
+			return "", err
+		}
 	}
 	if stored == v {
 		metrics.CursorWrite(def.Name)

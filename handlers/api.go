@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
@@ -85,6 +86,11 @@ type API struct {
 	// Webhooks, if set, lists a stream's webhooks by subscriber name with
 	// whether one replica delivers it now (GET /v1/stats, subscribers).
 	Webhooks func(ctx context.Context, stream string) (map[string]bool, error)
+
+	// Verify, if set, verifies a token as the authentication middleware
+	// does: a WebSocket client's refresh (wsrefresh.go). Nil when
+	// authentication is off, where tokens neither expire nor refresh.
+	Verify func(ctx context.Context, token string) (*auth.Principal, error)
 
 	presence presence
 
@@ -169,6 +175,9 @@ func quoteJSON(s string) string {
 
 // open resolves where a reader starts and opens its subscription.
 func (a *API) open(ctx context.Context, def *streams.Definition, token, subscriber, start string) (*hub.Subscription, error) {
+	if err := a.checkReaderScope(ctx, def, subscriber); err != nil {
+		return nil, err
+	}
 	s, err := a.Hub.Open(ctx, def, hub.From{Token: token, Subscriber: subscriber, Start: start})
 	if errors.Is(err, store.ErrUnavailable) {
 		return nil, err // a 503, also for a reference token the store holds

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
@@ -16,7 +17,9 @@ import (
 // Webhooks have no table scope: they receive the whole stream, and an admin
 // creates them.
 type outbound struct {
-	tables *auth.TableFilter
+	// tables is swapped by a WebSocket client's refresh to a narrower
+	// scope (wsrefresh.go) while the session's writer applies it.
+	tables atomic.Pointer[auth.TableFilter]
 	m      *metrics.Out
 	// tally holds the counts of a burst (applyAt with a tally) until
 	// flushTally: the metrics are shared by every connection of a stream,
@@ -40,7 +43,7 @@ type outTally struct {
 func outboundFor(ctx context.Context, stream, transport string) *outbound {
 	o := &outbound{m: metrics.Outbound(stream, transport)}
 	if p := auth.FromContext(ctx); p != nil {
-		o.tables = p.TableFilter()
+		o.tables.Store(p.TableFilter())
 	}
 	return o
 }
@@ -68,8 +71,8 @@ func (o *outbound) flushTally() {
 // the outbound's tally, which flushTally reports.
 func (o *outbound) applyAt(d *hub.Delivery, now time.Time, tally bool) *hub.Delivery {
 	kept := d.Events
-	if o.tables != nil {
-		kept = o.tables.Filter(d.Events)
+	if f := o.tables.Load(); f != nil {
+		kept = f.Filter(d.Events)
 	}
 	lag := -1.0
 	if d.CommitTS > 0 && len(kept) > 0 {

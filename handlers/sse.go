@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -68,10 +69,13 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 	out.flush()
 
 	defer s.Close()
+	out.last, _ = s.Cursor(ctx) // where the client resumes if nothing is sent
 	// On shutdown the stream just ends: the browser reconnects (to another
 	// replica) with Last-Event-ID, the cursor of the last whole transaction.
 	ctx, stop := a.untilShutdown(ctx)
 	defer stop()
+	ctx, stopExpiry := untilExpiry(ctx)
+	defer stopExpiry()
 	if ackLater {
 		acks := a.newAcker(ctx, r.Context(), def, sub, "sse", func(err error) {
 			a.Log.Warn("sse: the Last-Event-ID ack was refused", "stream", def.Name, "subscriber", sub, "err", err)
@@ -81,6 +85,10 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 		defer stop() // the acker's last attempt runs once the stream ends
 	}
 	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbeat)
+	if errors.Is(context.Cause(ctx), errTokenExpired) && r.Context().Err() == nil {
+		out.expired()
+		return
+	}
 	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		a.Log.Warn("sse stream ended", "stream", def.Name, "err", err)
 		c, _ := s.Cursor(ctx)
@@ -92,12 +100,33 @@ type sseSink struct {
 	w     *bufio.Writer
 	flush func() error
 	buf   []byte
+	// last is the cursor of the last whole transaction sent (or passed
+	// over, emptied by the token's scope), for the token_expired event.
+	last string
+}
+
+// errTokenExpired is the cause of a stream's end at its token's exp.
+var errTokenExpired = errors.New("token expired")
+
+// untilExpiry returns ctx ending, with cause errTokenExpired, at the exp of
+// the request's token. An SSE stream cannot take a fresh token in-band (the
+// browser's EventSource sends nothing after its request): it ends at exp
+// with a token_expired event, and the client opens a new one with a fresh
+// token from its cursor. Without a principal, or with authentication off,
+// nothing expires.
+func untilExpiry(ctx context.Context) (context.Context, context.CancelFunc) {
+	p := auth.FromContext(ctx)
+	if p == nil || p.Anonymous || p.Expires.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadlineCause(ctx, p.Expires, errTokenExpired)
 }
 
 func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
 	for i := range d.Events {
 		e := &d.Events[i]
 		if i == len(d.Events)-1 && d.Cursor != "" {
+			s.last = d.Cursor
 			s.w.WriteString("id: ")
 			s.w.WriteString(d.Cursor)
 			s.w.WriteByte('\n')
@@ -109,6 +138,9 @@ func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
 		s.w.Write(s.buf)
 		s.w.WriteString("\n\n")
 	}
+	if len(d.Events) == 0 && d.Cursor != "" {
+		s.last = d.Cursor // a transaction the scope emptied: passed over whole
+	}
 	if more && s.w.Buffered() < 16<<10 {
 		return nil
 	}
@@ -116,6 +148,7 @@ func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
 }
 
 func (s *sseSink) heartbeat(cursor string) error {
+	s.last = cursor
 	s.w.WriteString("id: ")
 	s.w.WriteString(cursor)
 	s.w.WriteString("\nevent: heartbeat\ndata: {\"type\":\"heartbeat\",\"cursor\":\"")
@@ -134,6 +167,23 @@ func (s *sseSink) error(err error, cursor string) {
 	b := []byte(`{"type":"error","code":` + quoteJSON(e.Code) + `,"message":` + quoteJSON(e.Message))
 	if cursor != "" {
 		b = append(b, `,"cursor":"`+cursor+`"`...)
+	}
+	s.w.Write(append(b, '}'))
+	s.w.WriteString("\n\n")
+	s.flush()
+}
+
+// expired ends the stream at the token's exp with a final event that
+// EventSource clients can listen for (addEventListener("token_expired")),
+// its id and data carrying the cursor of the last whole transaction sent.
+func (s *sseSink) expired() {
+	if s.last != "" {
+		s.w.WriteString("id: " + s.last + "\n")
+	}
+	s.w.WriteString("event: token_expired\ndata: ")
+	b := []byte(`{"type":"token_expired","message":"token expired; open a new stream with a fresh token and resume from cursor"`)
+	if s.last != "" {
+		b = append(b, `,"cursor":"`+s.last+`"`...)
 	}
 	s.w.Write(append(b, '}'))
 	s.w.WriteString("\n\n")

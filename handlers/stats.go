@@ -13,6 +13,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
+	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
 // statsTopologyWait bounds the question to vtgate about shards: the stats
@@ -80,6 +81,9 @@ func (a *API) Stats(w http.ResponseWriter, r *http.Request) {
 	defs = visibleStreams(ctx, defs)
 	p := auth.FromContext(ctx)
 	admin := p == nil || p.Admin()
+	if !admin {
+		defs = wholeStreams(p, defs)
+	}
 	rep := statsReport{At: time.Now().UTC(), Admin: admin, Streams: []streamStats{}}
 	if p != nil {
 		rep.Subject = p.Subject
@@ -140,6 +144,30 @@ func (a *API) Stats(w http.ResponseWriter, r *http.Request) {
 		rep.Streams = append(rep.Streams, s)
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// wholeStreams keeps the streams p's tables claim covers whole. A stream's
+// numbers — events read from vtgate, its tail's position and ring, their
+// history — are the whole stream's and cannot be split by table: shown to
+// a token that reads only some of its tables, they would tell the volume
+// of the others. So a token sees the stats of the streams it reads all of
+// (for a stream with a /regex/ rule, whose tables cannot be listed: every
+// table of its keyspace); the admin scope, which manages every stream,
+// sees them all.
+func wholeStreams(p *auth.Principal, list []*streams.Definition) []*streams.Definition {
+	f := p.TableFilter()
+	out := make([]*streams.Definition, 0, len(list))
+	for _, d := range list {
+		names := d.TableNames()
+		whole := len(names) == len(d.Tables)+len(d.Rules) || f.AllowsKeyspace(d.Keyspace)
+		for _, t := range names {
+			whole = whole && f.Allows(d.Keyspace, t)
+		}
+		if whole {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // shardsOf lists keyspace's shards in vtgate's view, in key order.

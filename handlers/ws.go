@@ -161,6 +161,10 @@ type wsSession struct {
 	done                         func()
 	// over is set by the first cancel (end).
 	over atomic.Bool
+	// principal is the token the connection reads with now, and expiry
+	// closes the session at its exp (wsrefresh.go).
+	principal *auth.Principal
+	expiry    *time.Timer
 }
 
 func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
@@ -208,6 +212,7 @@ func (ws *wsSession) start(done func()) {
 		ws.pingDue.Store(true)
 		ws.writer.kickHere(ws.write)
 	})
+	ws.armExpiry()
 	// On a gateway already shutting down the function runs at once, and
 	// the writer it starts may finish the session, which stops the timers
 	// above and this function itself: it waits until they are all set.
@@ -241,7 +246,7 @@ func (ws *wsSession) watchWrites() (stop func() bool) {
 }
 
 // readLoop reads the client's messages: acks, stored for a named
-// subscriber, and the close handshake, which the library answers. It
+// subscriber, token refreshes (wsrefresh.go), and the close handshake, which the library answers. It
 // reads under a context that never ends, not ws.ctx: the library closes
 // the connection when a read's context ends, and ending ws.ctx (slow
 // consumer, upstream failure) must leave the writer the connection for its
@@ -257,11 +262,18 @@ func (ws *wsSession) readLoop() {
 			return
 		}
 		var m struct {
-			Ack string `json:"ack"`
+			Ack     string `json:"ack"`
+			Refresh string `json:"refresh"`
 		}
-		if json.Unmarshal(msg, &m) != nil || m.Ack == "" {
+		if json.Unmarshal(msg, &m) != nil || (m.Ack == "") == (m.Refresh == "") {
 			ws.closeWith(DisconnectBadMessage)
 			return
+		}
+		if m.Refresh != "" {
+			if !ws.refresh(m.Refresh) {
+				return
+			}
+			continue
 		}
 		if ws.sub == "" {
 			continue // anonymous clients keep their own cursor

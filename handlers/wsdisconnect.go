@@ -29,7 +29,7 @@ var (
 	// DisconnectBadMessage: the client sent something that is not an ack,
 	// or an ack the gateway refused (the reason is then the error's code,
 	// such as invalid_cursor). Fix the client; reconnect.
-	DisconnectBadMessage = Disconnect{Code: 4000, Reason: "bad_message", Message: `expected {"ack":"<cursor>"}`}
+	DisconnectBadMessage = Disconnect{Code: 4000, Reason: "bad_message", Message: `expected {"ack":"<cursor>"} or {"refresh":"<token>"}`}
 	// DisconnectShutdown: the gateway is shutting down; reconnect (to
 	// another replica) from the disconnect cursor.
 	DisconnectShutdown = Disconnect{Code: 4001, Reason: "shutdown", Message: "the gateway is shutting down; reconnect and resume from cursor"}
@@ -42,10 +42,20 @@ var (
 	// resume_impossible) closes with this code and that error code as its
 	// reason.
 	DisconnectUpstream = Disconnect{Code: 4011, Reason: "upstream_failed"}
+	// DisconnectRefreshRefused: the client's {"refresh":"<token>"} was
+	// refused; the reason is the error's code (unauthorized, forbidden,
+	// subscriber_scope_mismatch) and the message says why. The token the
+	// connection had is not extended: reconnect from the disconnect cursor
+	// with a token that fits.
+	DisconnectRefreshRefused = Disconnect{Code: 4003, Reason: "refresh_refused"}
+	// DisconnectTokenExpired: the token's exp passed, and no refresh
+	// moved it. Reconnect from the disconnect cursor with a fresh token.
+	DisconnectTokenExpired = Disconnect{Code: 4010, Reason: "token_expired", Message: "token expired; reconnect with a fresh token and resume from cursor"}
 )
 
 // disconnects lists every Disconnect, one per close code.
-var disconnects = []Disconnect{DisconnectBadMessage, DisconnectShutdown, DisconnectSlow, DisconnectUpstream}
+var disconnects = []Disconnect{DisconnectBadMessage, DisconnectShutdown, DisconnectRefreshRefused, DisconnectSlow,
+	DisconnectTokenExpired, DisconnectUpstream}
 
 // withMessage returns d with another message.
 func (d Disconnect) withMessage(message string) Disconnect {

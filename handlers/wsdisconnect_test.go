@@ -11,7 +11,8 @@ import (
 // The close codes and metric labels are part of the API: clients act on
 // the codes, dashboards on the labels.
 func TestDisconnectsUnchanged(t *testing.T) {
-	want := map[int]string{4000: "bad_message", 4001: "shutdown", 4008: "slow_consumer", 4011: "upstream_failed"}
+	want := map[int]string{4000: "bad_message", 4001: "shutdown", 4003: "refresh_refused", 4008: "slow_consumer",
+		4010: "token_expired", 4011: "upstream_failed"}
 	if len(disconnects) != len(want) {
 		t.Fatalf("%d disconnects listed, want %d", len(disconnects), len(want))
 	}

@@ -304,6 +304,7 @@ func (ws *wsSession) finish() {
 	ws.parked.Stop()
 	ws.parked = nil
 	ws.stopBeat()
+	ws.stopExpiry()
 	ws.keepAlive.Stop()
 	ws.stopWatch()
 	ws.s.Close()

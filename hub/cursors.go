@@ -41,6 +41,9 @@ type SubscriberState struct {
 	// spoolGrace (FreedAt on) for its other readers still replaying them
 	// (another tab, another replica): see freeBridges.
 	Freed []Bridge `json:"freed,omitempty"`
+	// Scope is the table scope the subscriber was created with (nil in
+	// states stored before scopes were): see subscope.go.
+	Scope *Scope `json:"scope,omitempty"`
 }
 
 // Bridge is one captured crossing of a reshard cutover.

@@ -49,6 +49,14 @@ func (e *TablesDroppedError) Error() string {
 		strings.Join(e.Tables, ", "), e.Keyspace)
 }
 
+// droppedNotice is the message of a tables_dropped resync: the tables are
+// its "tables" member, not words of it, since each reader gets those of
+// its scope only (auth/control.go).
+func droppedNotice(keyspace string) string {
+	return "the stream's tables listed were dropped from keyspace " + keyspace +
+		" (a MoveTables complete moves them away: run the gateway with --vtctld to follow moves, or define the stream on their new keyspace)"
+}
+
 var ddlParser = sqlparser.NewTestParser()
 
 // droppedTables returns the tables of names that statement drops or
@@ -167,7 +175,7 @@ func (w *droppedWatch) refused(err error) error {
 	live := source.StartNow(w.spec.Keyspace)
 	notice := source.Control(event.TypeResync, tm.Keyspace, "", map[string]any{
 		"reason": ResyncTablesDropped, "tables": gone,
-		"message": dropped.Error() + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
+		"message": droppedNotice(tm.Keyspace) + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
 	})
 	w.out = append(w.out, &source.Txn{VGtid: live, Events: []event.Event{notice}, Received: time.Now()})
 	w.txnSource.Close()
@@ -223,7 +231,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 		}
 		notice := source.Control(event.TypeResync, ks, "", map[string]any{
 			"reason": ResyncTablesDropped, "tables": gone,
-			"message": (&TablesDroppedError{Keyspace: ks, Tables: gone}).Error() + "; discard what you derived from earlier events of these tables",
+			"message": droppedNotice(ks) + "; discard what you derived from earlier events of these tables",
 		})
 		w.out = append(w.out, &source.Txn{VGtid: t.VGtid, Events: []event.Event{notice}, Received: t.Received})
 	}

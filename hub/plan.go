@@ -93,7 +93,10 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 		notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
 			"missing": missing,
 			"reason":  ResyncTablesMoved,
-			"message": fmt.Sprintf("the cursor is behind the move of %v from %s to %s, whose source tables are dropped; a fresh snapshot follows: discard what you derived from earlier events", mv.Tables, mv.From, mv.To),
+			// The tables are a member of their own, not words of the
+			// message: each reader gets those of its scope (auth/control.go).
+			"tables": mv.Tables, "from": mv.From, "to": mv.To,
+			"message": fmt.Sprintf("the cursor is behind the move of the tables listed from %s to %s, whose source tables are dropped; a fresh snapshot follows: discard what you derived from earlier events", mv.From, mv.To),
 		})
 		h.observed(def, reshard.Resync, d)
 		srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})

@@ -40,8 +40,14 @@ type authFixture struct {
 
 func newAuthFixture(t testing.TB) *authFixture {
 	t.Helper()
-	loadSpec(t)
 	s, _ := newTestServer(t)
+	return newAuthFixtureOf(t, s)
+}
+
+// newAuthFixtureOf is newAuthFixture around a test server of the caller's.
+func newAuthFixtureOf(t testing.TB, s *Server) *authFixture {
+	t.Helper()
+	loadSpec(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +63,7 @@ func newAuthFixture(t testing.TB) *authFixture {
 		t.Fatal(err)
 	}
 	s.authn = &Authenticator{verifier: v, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.api.Verify = v.Verify
 	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	f := &authFixture{Server: s, rsa: key, pubPEM: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})}
 	f.h = s.Router()

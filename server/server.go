@@ -142,6 +142,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		Replica:  s.replica,
 		Topology: s.src.Topology,
 	}
+	if s.authn.verifier != nil {
+		s.api.Verify = s.authn.verifier.Verify // a WebSocket's refresh
+	}
 	if err := s.newWebhooks(cfg); err != nil {
 		return nil, err
 	}

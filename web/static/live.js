@@ -23,6 +23,7 @@ const st = {
   pending: '',      // cursor of the transaction still arriving
   acked: '',        // last cursor acked over this WebSocket
   bye: null,        // the WebSocket disconnect message, if the gateway sent one
+  connToken: null,  // the token the open connection was made with
   paused: false, retry: 0, timer: 0, ackTimer: 0, changes: 0,
 };
 
@@ -127,6 +128,7 @@ function disconnect() {
 
 function openSSE(gen) {
   const es = st.conn = new EventSource(streamURL('sse'));
+  st.connToken = token();
   es.onopen = () => { if (gen === st.gen) { st.retry = 0; setState('connected'); } };
   for (const type of TYPES) {
     es.addEventListener(type, (e) => {
@@ -137,6 +139,16 @@ function openSSE(gen) {
       commit(e.lastEventId);
     });
   }
+  // At the token's exp the gateway ends the stream with token_expired: left
+  // alone, EventSource would reconnect with the expired token and be refused.
+  es.addEventListener('token_expired', (e) => {
+    if (gen !== st.gen) return;
+    es.close();
+    st.conn = null;
+    dropPending();
+    commit(JSON.parse(e.data).cursor || e.lastEventId);
+    tokenExpired();
+  });
   // "error" is both the gateway's final error event (it has data) and the
   // EventSource's own connection error (it has none).
   es.addEventListener('error', (e) => {
@@ -154,6 +166,7 @@ function openSSE(gen) {
 
 function openWS(gen) {
   const ws = st.conn = new WebSocket(streamURL('ws'), wsProtocols());
+  st.connToken = token();
   let opened = false;
   st.acked = '';
   st.bye = null;
@@ -185,9 +198,21 @@ function openWS(gen) {
     switch (bye.code) {
       case 4008: notice('warn', 'The gateway dropped this page for reading too slowly; resumed from the last whole transaction.'); retryLater(0); break;
       case 4001: retryLater(1000); break; // gateway shutting down: another replica takes over
+      case 4010: tokenExpired(); break;
       default: notice('error', `Disconnected (${bye.reason}): ${bye.message}. Retrying…`); retryLater();
     }
   };
+}
+
+// tokenExpired answers the gateway closing a connection at its token's exp,
+// the cursor kept: with a token pasted since the connection opened, it goes
+// on at once; otherwise it waits, paused, for a fresh token and Resume.
+function tokenExpired() {
+  if (token() && token() !== st.connToken) { retryLater(0); return; }
+  st.paused = true;
+  $('pause').disabled = false;
+  $('pause').textContent = 'Resume';
+  setState('error', 'token expired: paste a fresh token, then Resume');
 }
 
 // diagnose finds out why a connection was refused: browsers hide the HTTP
