@@ -67,6 +67,7 @@ type soak struct {
 	gws       []*gateway
 	stream    string // on_gap resync
 	failS     string // on_gap fail
+	suffix    string
 	w         *moveWriter
 	waitRows  func(n int64)
 	stopW     func()
@@ -96,7 +97,7 @@ func newSoak(t *testing.T, ctx context.Context) *soak {
 	s := &soak{t: t, ctx: ctx}
 	s.gws = []*gateway{startGateway(t, flags...), startGateway(t, flags...)}
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
-	s.stream, s.failS = "soak-"+suffix, "soak-fail-"+suffix
+	s.stream, s.failS, s.suffix = "soak-"+suffix, "soak-fail-"+suffix, suffix
 	s.gws[0].createStream(t, map[string]any{"name": s.stream, "keyspace": homeKeyspace, "tables": []string{"customer"}})
 	s.gws[0].createStream(t, map[string]any{"name": s.failS, "keyspace": homeKeyspace, "tables": []string{"customer"}, "on_gap": "fail"})
 	cur := map[string]string{s.stream: initialCursor(t, ctx, s.gws[0], s.stream), s.failS: initialCursor(t, ctx, s.gws[1], s.failS)}
@@ -172,6 +173,7 @@ func (s *soak) phase(name string, f func()) {
 		if a[0] == name {
 			r := s.readers[i]
 			s.step(r.name+" goes away", func() error { return r.goOffline(s.ctx) })
+			s.t.Logf("SOAK %s: %s went away: %s", currentStep(), r.name, s.stored(r))
 		}
 	}
 	f()
@@ -183,6 +185,7 @@ func (s *soak) phase(name string, f func()) {
 				// a resync is allowed (when the ring no longer holds it).
 				s.expResync++
 			}
+			s.t.Logf("SOAK %s: %s comes back: %s", currentStep(), r.name, s.stored(r))
 			r.start(s.ctx)
 		}
 	}
@@ -200,36 +203,41 @@ func (s *soak) cycle(c int) {
 
 	s.phase("split", func() {
 		s.step("split: add shards", func() error { return cluster.AddShards(ctx, homeKeyspace, []string{"-80", "80-"}) })
-		s.step("split: copy", func() error { return cluster.Reshard(ctx, homeKeyspace, fmt.Sprintf("split%d", c), "0", "-80,80-") })
+		s.step("split: copy", func() error { return cluster.Reshard(ctx, homeKeyspace, s.wf("split", c), "0", "-80,80-") })
 		s.waitRows(30)
 		switched := time.Now()
-		s.step("split: switch", func() error { return cluster.SwitchTraffic(ctx, homeKeyspace, fmt.Sprintf("split%d", c)) })
+		s.step("split: switch", func() error { return cluster.SwitchTraffic(ctx, homeKeyspace, s.wf("split", c)) })
 		// One gateway dies between the switch and complete: its readers
 		// reconnect to the other, which must also bridge and record.
 		s.step(fmt.Sprintf("kill g%d", c%2+1), func() error { kill.stop(syscall.SIGKILL); return nil })
-		s.step("split: complete", func() error { return cluster.Complete(ctx, homeKeyspace, fmt.Sprintf("split%d", c)) })
+		s.step("split: complete", func() error { return cluster.Complete(ctx, homeKeyspace, s.wf("split", c)) })
 		s.step(fmt.Sprintf("restart g%d", c%2+1), func() error { kill.start(); return nil })
 		s.step("split: bridged", func() error { return s.waitSafe(switched) })
 		s.waitRows(30)
 	})
 	s.phase("merge", func() {
 		s.step("merge: add shard", func() error { return cluster.AddShards(ctx, homeKeyspace, []string{"0"}) })
-		s.step("merge: copy", func() error { return cluster.Reshard(ctx, homeKeyspace, fmt.Sprintf("merge%d", c), "-80,80-", "0") })
+		s.step("merge: copy", func() error { return cluster.Reshard(ctx, homeKeyspace, s.wf("merge", c), "-80,80-", "0") })
 		s.waitRows(30)
 		switched := time.Now()
-		s.step("merge: switch", func() error { return cluster.SwitchTraffic(ctx, homeKeyspace, fmt.Sprintf("merge%d", c)) })
-		s.step("merge: complete", func() error { return cluster.Complete(ctx, homeKeyspace, fmt.Sprintf("merge%d", c)) })
+		s.step("merge: switch", func() error { return cluster.SwitchTraffic(ctx, homeKeyspace, s.wf("merge", c)) })
+		s.step("merge: complete", func() error { return cluster.Complete(ctx, homeKeyspace, s.wf("merge", c)) })
 		s.step("merge: bridged", func() error { return s.waitSafe(switched) })
 		s.waitRows(30)
 	})
-	s.phase("move out", func() { s.move(fmt.Sprintf("out%d", c), homeKeyspace, otherKeyspace) })
+	s.phase("move out", func() { s.move(s.wf("out", c), homeKeyspace, otherKeyspace) })
 	s.phase("move home", func() {
 		applyCustomerVSchema(t, ctx)
-		s.move(fmt.Sprintf("home%d", c), otherKeyspace, homeKeyspace)
+		s.move(s.wf("home", c), otherKeyspace, homeKeyspace)
 	})
 	s.stopW()
 	s.check(time.Since(begin), len(s.w.rows)-rows0)
 }
+
+// wf names a workflow of cycle c, unique to the run: a MoveTables journal
+// stays on the primaries, and a workflow of the same name (the same
+// migration id) is refused while it is there.
+func (s *soak) wf(what string, c int) string { return fmt.Sprintf("%s%d%s", what, c, s.suffix) }
 
 // move moves customer and corder from -> to, waiting before complete
 // until the cutover is safe to complete (its away subscribers bridged).
@@ -276,6 +284,39 @@ func (s *soak) waitSafe(since time.Time) error {
 		}
 		return nil
 	})
+}
+
+// stored describes a named reader's stored cursor (for the log).
+func (s *soak) stored(r *soakReader) string {
+	if r.sub == "" {
+		return "anonymous"
+	}
+	var list struct {
+		Subscribers []struct {
+			Subscriber string            `json:"subscriber"`
+			Positions  map[string]string `json:"positions"`
+			Bridges    int               `json:"bridges"`
+		} `json:"subscribers"`
+	}
+	if st, err := s.gws[0].do(s.ctx, "GET", "/v1/streams/"+r.stream+"/subscribers", nil, &list); err != nil || st != 200 {
+		return fmt.Sprintf("GET subscribers: %d %v", st, err)
+	}
+	var v struct {
+		Positions map[string]string
+		Bridges   int
+	}
+	for _, x := range list.Subscribers {
+		if x.Subscriber == r.sub {
+			v.Positions, v.Bridges = x.Positions, x.Bridges
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := "none"
+	if r.acked > 0 {
+		last = r.evs[r.acked-1].str("email") + " on " + r.evs[r.acked-1].Shard
+	}
+	return fmt.Sprintf("stored positions %v, %d bridges; last acked row %s", v.Positions, v.Bridges, last)
 }
 
 // check runs at the end of a cycle, the writer stopped: every online
