@@ -86,7 +86,8 @@ func noRoutingRules(ctx context.Context) error {
 }
 
 // moveWriter inserts customers one per transaction, without pause while
-// inserts succeed, until stopped. An insert that fails may still have
+// inserts succeed (or every `every`), until stopped; started again, it
+// goes on numbering where it stopped. An insert that fails may still have
 // committed (a switch cuts writes off at any point): it is remembered as
 // uncertain and settled by a look-up at the end. Failures back off (a
 // switch refuses writes for a second or two; hammering vtgate then only
@@ -99,20 +100,35 @@ type moveWriter struct {
 	uncertain []string
 	errs      int
 	n         atomic.Int64
+	next      int // number of the next email
+	// every paces the inserts (0: none); id, if set, gives each row its
+	// customer_id rather than the keyspace's sequence (the soak moves the
+	// table to a keyspace where it would get MySQL's auto_increment,
+	// which goes on from the highest id: the end markers' range).
+	every time.Duration
+	id    func() int64
 }
 
 func (w *moveWriter) run(ctx context.Context, stop <-chan struct{}) {
 	backoff := time.Duration(0)
-	for i := 0; ; i++ {
+	for {
 		select {
 		case <-stop:
 			return
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(max(backoff, w.every)):
 		}
-		email := fmt.Sprintf("%s-%06d@e2e", w.tag, i)
-		_, err := w.db.ExecContext(ctx, "insert into customer(email) values (?)", email)
+		w.mu.Lock()
+		email := fmt.Sprintf("%s-%06d@e2e", w.tag, w.next)
+		w.next++
+		w.mu.Unlock()
+		var err error
+		if w.id != nil {
+			_, err = w.db.ExecContext(ctx, "insert into customer(customer_id, email) values (?, ?)", w.id(), email)
+		} else {
+			_, err = w.db.ExecContext(ctx, "insert into customer(email) values (?)", email)
+		}
 		w.mu.Lock()
 		if err != nil {
 			w.uncertain = append(w.uncertain, email)
