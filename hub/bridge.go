@@ -50,16 +50,29 @@ type BridgeStatus struct {
 func bridgeNS(keyspace string) string { return "bridges/" + keyspace }
 
 // effectivePosition is where a subscriber's state ends: after its last
-// bridge if it has any, else its acked position.
+// bridge if it has any and its acked position is not past it, else its
+// acked position. A subscriber online across a cutover acks past the
+// bridge made for it while it read on: a later bridge captured from the
+// bridge's end would spool again what it acked (and replay it).
 func effectivePosition(st *SubscriberState) (*binlogdatapb.VGtid, error) {
 	if n := len(st.Bridges); n > 0 {
 		p, err := position.Unmarshal(st.Bridges[n-1].After)
 		if err != nil {
 			return nil, err
 		}
+		if atOrPast(position.Of(st.VGtid), p) {
+			return st.VGtid, nil
+		}
 		return p.VGtid(), nil
 	}
 	return st.VGtid, nil
+}
+
+// atOrPast reports whether at is at or after p on p's shards (the same
+// shards: positions on other shards do not compare).
+func atOrPast(at, p position.Position) bool {
+	o := at.Compare(p)
+	return at.Identical(p) || o == position.Equal || o == position.After
 }
 
 // BridgeSubscriber bridges one subscriber of def across journal j if its

@@ -132,8 +132,31 @@ func ackChange(sub string, pos *binlogdatapb.VGtid) func(*SubscriberState) (*Sub
 			return nil, nil
 		}
 		cur.VGtid, cur.AckedAt = pos, time.Now().UTC()
+		freePassed(cur, cur.AckedAt)
 		return cur, nil
 	}
+}
+
+// freePassed moves the bridges the acked position is at or past the end
+// of (and those before them in the chain) to the freed ones. A subscriber
+// online across a cutover reads on from the tail while a bridge is made
+// for it and acks past it: no plan runs at its cursor to free the bridge,
+// which stayed in the chain, the next bridge was captured from its end
+// (spooling again what was acked) and a plan walked the chain from there
+// (DESIGN §4 rule 3).
+func freePassed(cur *SubscriberState, now time.Time) {
+	at := position.Of(cur.VGtid)
+	n := 0
+	for i, b := range cur.Bridges {
+		if after, err := position.Unmarshal(b.After); err == nil && atOrPast(at, after) {
+			n = i + 1
+		}
+	}
+	for _, b := range cur.Bridges[:n] {
+		b.FreedAt = now
+		cur.Freed = append(cur.Freed, b)
+	}
+	cur.Bridges = cur.Bridges[n:]
 }
 
 // List returns every subscriber of stream.

@@ -205,6 +205,22 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 	at := position.Of(pos)
 	freed := h.sweepSpools(ctx, def, st)
 	chain := append(freed, st.Bridges...)
+	if len(chain) > 0 {
+		// At or past the end of the chain: no spool. Said first, for the
+		// walk below compares pos with bridges' starts on older shards,
+		// and a merge back reuses their names: a position on the new
+		// shard 0 is no position on the old one, whatever its GTIDs say.
+		last, err := position.Unmarshal(chain[len(chain)-1].After)
+		if err != nil {
+			return nil, nil, err
+		}
+		if atOrPast(at, last) {
+			if at.Identical(position.Of(st.VGtid)) && len(st.Bridges) > 0 {
+				h.freeBridges(ctx, def, st, len(st.Bridges))
+			}
+			return nil, nil, nil
+		}
+	}
 	for i, b := range chain {
 		from, err := position.Unmarshal(b.From)
 		if err != nil {
