@@ -101,10 +101,20 @@ func TestFanOutSharedTail(t *testing.T) {
 		t.Fatal(o.err)
 	}
 	// Ended VStreams' dump threads (a catch-up that joined its tail) go
-	// at the shard's next write.
-	if err := w.insert(ctx, "flush1", 2); err != nil {
-		t.Fatal(err)
-	}
+	// at the shard's next write. One tail per gateway, and nothing more:
+	// the journal watcher (one of the two gateways holds its lease) rides
+	// its gateway's tail instead of a VStream of its own.
+	flushes := 0
+	eventually(t, time.Minute, "one binlog dump thread per gateway (the journal watcher riding a tail)", func() error {
+		flushes++
+		if err := w.insert(ctx, "flush"+strconv.Itoa(flushes), 1); err != nil {
+			return err
+		}
+		if n, per := dumpThreads(t, ctx); n != 2 {
+			return fmt.Errorf("%d binlog dump threads on customer (%v), want 2", n, per)
+		}
+		return nil
+	})
 	base, _ := dumpThreads(t, ctx)
 
 	counts := map[string]int{"ws": 180, "sse": 10, "pull": 10}

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type followSource struct {
 	// (DESIGN §3.1): the reader is inside it, cannot change sources at
 	// will, and a private VStream taking over skips that many.
 	open int
+	// rider: a journal watcher riding the tail (ride.go). It is not one
+	// of the tail's users, and it never reads privately: off the tail,
+	// its ride ends.
+	rider bool
 }
 
 // A catch-up tries to join the tail every joinCheckEvery transactions, and
@@ -96,11 +101,13 @@ func (f *followSource) tryJoin() bool {
 			return false
 		}
 	}
-	if f.private != nil {
+	switch {
+	case f.rider:
+	case f.private != nil:
 		f.private.Close()
 		f.private = nil
 		metrics.TailJoins(f.def.Name, "caught_up")
-	} else {
+	default:
 		metrics.TailJoins(f.def.Name, "direct")
 	}
 	f.ring, f.seq, f.aligned = r, seq, aligned
@@ -133,10 +140,16 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 				if streamEnded(err) {
 					return nil, err
 				}
+				if f.rider {
+					return nil, fmt.Errorf("%w: %w", ErrRideEnded, err)
+				}
 				f.leave(err)
 				continue
 			}
 			if f.unaligned(e) {
+				if f.rider {
+					return nil, fmt.Errorf("%w: %w", ErrRideEnded, errChunkUnaligned)
+				}
 				f.leave(errChunkUnaligned)
 				continue
 			}
@@ -376,7 +389,7 @@ func (f *followSource) Close() {
 		if f.private != nil {
 			f.private.Close()
 		}
-		if f.t != nil {
+		if f.t != nil && !f.rider {
 			f.t.release()
 		}
 	})

@@ -43,6 +43,12 @@ func resumeSetup(t *testing.T) (store.Store, *Registry, *fakevtgate.Server) {
 // handed on for bridging are sent to the returned channel.
 func runWatcher(t *testing.T, st store.Store, reg *Registry, fake *fakevtgate.Server) <-chan *Journal {
 	t.Helper()
+	return runWatcherWith(t, st, reg, fake, nil)
+}
+
+// runWatcherWith is runWatcher with set applied to the watcher first.
+func runWatcherWith(t *testing.T, st store.Store, reg *Registry, fake *fakevtgate.Server, set func(*Watcher)) <-chan *Journal {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -55,6 +61,9 @@ func runWatcher(t *testing.T, st store.Store, reg *Registry, fake *fakevtgate.Se
 	w := NewWatcher(src, st, reg, "a",
 		func(context.Context) ([]string, error) { return []string{"ks"}, nil },
 		func(_ context.Context, j *Journal, _ store.Lease) { handed <- j }, WithWatcherLogger(quiet))
+	if set != nil {
+		set(w)
+	}
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(runCtx); close(done) }()

@@ -34,6 +34,12 @@ type Watcher struct {
 	every     time.Duration
 	log       *slog.Logger
 
+	// ride, when set, lends the watcher a running stream tail to read
+	// instead of a VStream of its own (watchfeed.go).
+	ride      TailRider
+	rideEnded error
+	rideCheck time.Duration // how often a watcher on its own VStream looks for a tail
+
 	mu      sync.Mutex
 	running map[string]bool // keyspace → this replica holds its lease (false: waiting for it)
 }
@@ -69,7 +75,7 @@ func WithWatcherLogger(l *slog.Logger) WatcherOption { return func(w *Watcher) {
 func NewWatcher(src WatchOpener, st store.Store, reg *Registry, holder string,
 	keyspaces func(ctx context.Context) ([]string, error), onJournal func(ctx context.Context, j *Journal, l store.Lease), opts ...WatcherOption) *Watcher {
 	w := &Watcher{src: src, st: st, reg: reg, holder: holder, keyspaces: keyspaces, onJournal: onJournal,
-		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]bool{}}
+		ttl: 10 * time.Second, every: 2 * time.Second, log: slog.Default(), running: map[string]bool{}, rideCheck: defaultRideCheck}
 	for _, o := range opts {
 		o(w)
 	}
@@ -175,11 +181,11 @@ func (w *Watcher) watch(ctx context.Context, ks string, l store.Lease) {
 		log.Warn("journal watcher: resuming failed; trying again", "err", err)
 		return
 	}
-	r := w.src.Open(ctx, source.Spec{Name: "journal-watcher/" + ks, Keyspace: ks, Rules: noRows}, from)
-	defer r.Close()
+	feed := w.openFeed(ctx, ks, from, log)
+	defer feed.close()
 	var saved time.Time
 	for {
-		txn, err := r.Next(ctx)
+		txn, err := feed.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -49,6 +49,16 @@ func journalRecorder(reg *reshard.Registry, s *Server) source.JournalHook {
 	}
 }
 
+// rideTail lends the journal watcher a running stream tail (DESIGN §4
+// rule 2).
+func (s *Server) rideTail(keyspace string, from *binlogdatapb.VGtid) (reshard.WatchFeed, string, bool) {
+	r, ok := s.hub.RideTail(keyspace, from)
+	if !ok {
+		return nil, "", false
+	}
+	return r, r.Stream, true
+}
+
 // servedKeyspaces lists the keyspaces of the defined streams.
 func servedKeyspaces(reg *streams.Registry) func(ctx context.Context) ([]string, error) {
 	return func(ctx context.Context) ([]string, error) {

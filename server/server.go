@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 				return
 			}
 			s.hub.BridgeAll(ctx, defs, j, &l)
-		}, reshard.WithWatcherLogger(log))
+		}, reshard.WithWatcherLogger(log), reshard.WithTailRider(s.rideTail, hub.ErrRideEnded))
 	s.api = &handlers.API{
 		Streams:  reg,
 		Hub:      s.hub,
