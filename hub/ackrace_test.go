@@ -131,15 +131,7 @@ func TestAckKeepsAConcurrentBridge(t *testing.T) {
 				})
 				ack(t, e)
 				is.fired(t)
-				sub, err := e.hub.Cursors().Get(context.Background(), e.def.Name, "alice")
-				if err != nil {
-					t.Fatal(err)
-				}
-				samePos(t, "alice's cursor", sub.VGtid, pos(11))
-				if len(sub.Bridges) != 1 {
-					t.Fatalf("alice has %d bridges after an ack beside her bridge, want 1", len(sub.Bridges))
-				}
-				readAfterReshard(t, e, "2 3", "reshard", "4")
+				ackedAndBridged(t, e)
 			})
 		})
 	}
@@ -161,16 +153,23 @@ func TestBridgeKeepsAConcurrentAck(t *testing.T) {
 			t.Fatalf("BridgeSubscriber: %+v, %v", bs, err)
 		}
 		is.fired(t)
-		sub, err := e.hub.Cursors().Get(context.Background(), e.def.Name, "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		samePos(t, "alice's cursor", sub.VGtid, pos(11))
-		if len(sub.Bridges) != 1 {
-			t.Fatalf("alice has %d bridges, want 1", len(sub.Bridges))
-		}
-		readAfterReshard(t, e, "2 3", "reshard", "4")
+		ackedAndBridged(t, e)
 	})
+}
+
+// ackedAndBridged checks that alice's ack at pos(11) and her bridge both
+// stand: she reads the rest of her spool, the cutover, the new shards.
+func ackedAndBridged(t *testing.T, e *env) {
+	t.Helper()
+	sub, err := e.hub.Cursors().Get(context.Background(), e.def.Name, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePos(t, "alice's cursor", sub.VGtid, pos(11))
+	if len(sub.Bridges) != 1 {
+		t.Fatalf("alice has %d bridges after an ack beside her bridge, want 1", len(sub.Bridges))
+	}
+	readAfterReshard(t, e, "2 3", "reshard", "4")
 }
 
 // A subscription opened with alice's state (bridged, acked past her

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -86,15 +87,7 @@ func conflictPause(ctx context.Context, attempt int) error {
 	if attempt < 2 {
 		return ctx.Err()
 	}
-	d := time.Duration(rand.Int64N(int64(min(attempt, 16)) * int64(time.Millisecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return wait.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 16))*int64(time.Millisecond))))
 }
 
 func encodeState(sub string, s *SubscriberState) ([]byte, error) {

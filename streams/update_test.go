@@ -37,12 +37,7 @@ func (s *interleaved) Get(ctx context.Context, ns, key string) ([]byte, error) {
 // read the keyspace its tables left.
 func TestUpsertKeepsAConcurrentMove(t *testing.T) {
 	ctx := context.Background()
-	bolt, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bolt.Close()
-	st := &interleaved{Store: bolt}
+	bolt, st := interleavedStore(t)
 	mover, applier := NewRegistry(bolt, nil), NewRegistry(st, nil)
 	def := func() *Definition { return &Definition{Name: "s", Keyspace: "ks", Tables: []string{"t"}} }
 	if err := mover.Create(ctx, def()); err != nil {
@@ -69,12 +64,7 @@ func TestUpsertKeepsAConcurrentMove(t *testing.T) {
 // then the move wrote: the change must survive.
 func TestMoveKeepsAConcurrentUpsert(t *testing.T) {
 	ctx := context.Background()
-	bolt, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bolt.Close()
-	st := &interleaved{Store: bolt}
+	bolt, st := interleavedStore(t)
 	mover, applier := NewRegistry(st, nil), NewRegistry(bolt, nil)
 	if err := applier.Create(ctx, &Definition{Name: "s", Keyspace: "ks", Tables: []string{"t"}}); err != nil {
 		t.Fatal(err)
@@ -94,4 +84,16 @@ func TestMoveKeepsAConcurrentUpsert(t *testing.T) {
 	if got.Keyspace != "ks2" || len(got.Moves) != 1 || len(got.Tables) != 2 {
 		t.Fatalf("stream after its tables changed beside a move: keyspace %s, %d moves, tables %v; want ks2, the move, t and u", got.Keyspace, len(got.Moves), got.Tables)
 	}
+}
+
+// interleavedStore is an embedded store closed when the test ends, and the
+// same store with a write run between a read and its compare-and-swap.
+func interleavedStore(t *testing.T) (store.Store, *interleaved) {
+	t.Helper()
+	bolt, err := boltstore.Open(filepath.Join(t.TempDir(), "vsg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bolt.Close() })
+	return bolt, &interleaved{Store: bolt}
 }

@@ -96,29 +96,14 @@ var casTests = []test{
 		const n = 32
 		var cur []byte // absent in the first round
 		for round := range 4 {
-			var wg sync.WaitGroup
-			wins := make(chan string, n)
-			start := make(chan struct{})
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					v := fmt.Sprintf("round-%d-candidate-%d", round, i)
-					ok, err := s.CompareAndSwap(ctxT(t), "ns", "k", cur, []byte(v))
-					if err != nil {
-						t.Errorf("CompareAndSwap: %v", err)
-					}
-					if ok {
-						wins <- v
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(wins)
-			var winners []string
-			for w := range wins {
-				winners = append(winners, w)
-			}
+			winners := race(n, func(i int) (string, bool) {
+				v := fmt.Sprintf("round-%d-candidate-%d", round, i)
+				ok, err := s.CompareAndSwap(ctxT(t), "ns", "k", cur, []byte(v))
+				if err != nil {
+					t.Errorf("CompareAndSwap: %v", err)
+				}
+				return v, ok
+			})
 			if len(winners) != 1 {
 				t.Fatalf("round %d: %d goroutines swapped the same value, want exactly 1: %v", round, len(winners), winners)
 			}

@@ -284,29 +284,14 @@ var kvTests = []test{
 		const n = 32
 		for round := range 3 {
 			key := fmt.Sprintf("signing-key-%d", round)
-			var wg sync.WaitGroup
-			wins := make(chan string, n)
-			start := make(chan struct{})
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					v := fmt.Sprintf("candidate-%d", i)
-					ok, err := s.PutIfAbsent(ctxT(t), "ns", key, []byte(v))
-					if err != nil {
-						t.Errorf("PutIfAbsent: %v", err)
-					}
-					if ok {
-						wins <- v
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(wins)
-			var winners []string
-			for w := range wins {
-				winners = append(winners, w)
-			}
+			winners := race(n, func(i int) (string, bool) {
+				v := fmt.Sprintf("candidate-%d", i)
+				ok, err := s.PutIfAbsent(ctxT(t), "ns", key, []byte(v))
+				if err != nil {
+					t.Errorf("PutIfAbsent: %v", err)
+				}
+				return v, ok
+			})
 			if len(winners) != 1 {
 				t.Fatalf("%d goroutines won PutIfAbsent, want exactly 1: %v", len(winners), winners)
 			}
@@ -345,4 +330,28 @@ var kvTests = []test{
 			t.Fatalf("List = %d records, want %d", len(recs), writers*keys)
 		}
 	}},
+}
+
+// race runs try(i) for i in 0..n-1 at once, released together, and
+// returns the values of the tries that won.
+func race(n int, try func(i int) (string, bool)) []string {
+	var wg sync.WaitGroup
+	wins := make(chan string, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if v, ok := try(i); ok {
+				wins <- v
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(wins)
+	var winners []string
+	for w := range wins {
+		winners = append(winners, w)
+	}
+	return winners
 }
