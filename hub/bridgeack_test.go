@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -61,18 +62,20 @@ func TestEffectivePositionPastTheLastBridge(t *testing.T) {
 	samePos(t, "effective position behind the bridge", eff, targets)
 }
 
-// After a split and a merge back to shard 0, a subscriber's chain starts on
-// the old 0 and ends on the new one. A cursor past the chain's end on the
-// new 0 needs no spool: the walk must not take it for a position on the
-// old 0 (its GTID sequence past the old bridge's start) and replay the
-// chain from there.
-func TestPlanPastTheChainOnAReusedShardName(t *testing.T) {
+// After a split and a merge back to shard 0, a subscriber online across
+// both acked past their bridges, which its acks freed (their spools kept
+// for its other readers). Coming back by name at its stored cursor on the
+// new 0 it needs no spool: the plan must not walk the freed bridges and
+// take the cursor for a position on the old 0 (its GTID sequence past the
+// split bridge's start there) and replay them.
+func TestPlanSkipsFreedBridgesAtTheStoredCursor(t *testing.T) {
 	e := newEnv(t)
 	raw := func(v *binlogdatapb.VGtid) []byte { b, _ := position.Of(v).Marshal(); return b }
 	newZero := func(n int) *binlogdatapb.VGtid { return fakevtgate.VGtid(ks, "0", "MariaDB/0-4-"+strconv.Itoa(n)) }
-	st := &SubscriberState{Name: "alice", VGtid: newZero(30), Bridges: []Bridge{
-		{Journal: "split", Log: "spool/split", From: raw(pos(10)), After: raw(targets), Events: 1, Seq: 1},
-		{Journal: "merge", Log: "spool/merge", From: raw(targets), After: raw(newZero(20)), Events: 1, Seq: 1},
+	freedAt := time.Now()
+	st := &SubscriberState{Name: "alice", VGtid: newZero(30), Freed: []Bridge{
+		{Journal: "split", Log: "spool/split", From: raw(pos(10)), After: raw(targets), Events: 1, Seq: 1, FreedAt: freedAt},
+		{Journal: "merge", Log: "spool/merge", From: raw(targets), After: raw(newZero(20)), Events: 1, Seq: 1, FreedAt: freedAt},
 	}}
 	e.putState(t, st)
 	srcs, after, err := e.hub.planBridges(t.Context(), e.def, st, newZero(30))
@@ -80,6 +83,6 @@ func TestPlanPastTheChainOnAReusedShardName(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(srcs) != 0 || after != nil {
-		t.Fatalf("a cursor past the chain was planned %d spool sources, continuing at %v", len(srcs), after)
+		t.Fatalf("the stored cursor past the freed bridges was planned %d spool sources, continuing at %v", len(srcs), after)
 	}
 }

@@ -203,24 +203,19 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 	started := false
 	keep := 0
 	at := position.Of(pos)
+	acked := at.Identical(position.Of(st.VGtid))
 	freed := h.sweepSpools(ctx, def, st)
-	chain := append(freed, st.Bridges...)
-	if len(chain) > 0 {
-		// At or past the end of the chain: no spool. Said first, for the
-		// walk below compares pos with bridges' starts on older shards,
-		// and a merge back reuses their names: a position on the new
-		// shard 0 is no position on the old one, whatever its GTIDs say.
-		last, err := position.Unmarshal(chain[len(chain)-1].After)
-		if err != nil {
-			return nil, nil, err
-		}
-		if atOrPast(at, last) {
-			if at.Identical(position.Of(st.VGtid)) && len(st.Bridges) > 0 {
-				h.freeBridges(ctx, def, st, len(st.Bridges))
-			}
-			return nil, nil, nil
-		}
+	if acked {
+		// The stored cursor is past every freed bridge: acks freed them
+		// on their way, and acks only move on. Walked, they would be
+		// judged by comparing the cursor with their starts, on shards
+		// whose names a merge back reuses (a position on the new 0 is
+		// no position on the old one, whatever its GTIDs say), and
+		// replayed. They are for the subscriber's other readers, still
+		// inside them.
+		freed = nil
 	}
+	chain := append(freed, st.Bridges...)
 	for i, b := range chain {
 		from, err := position.Unmarshal(b.From)
 		if err != nil {
@@ -258,7 +253,6 @@ func (h *Hub) planBridges(ctx context.Context, def *streams.Definition, st *Subs
 		}
 		after = to.VGtid()
 	}
-	acked := at.Identical(position.Of(st.VGtid))
 	if !started {
 		// Past every spool (or at a bridge's After): free them once acked.
 		if acked && len(st.Bridges) > 0 {
