@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -58,11 +59,19 @@ func (a *API) checkScope(ctx context.Context, def *streams.Definition, sub strin
 	return found, err
 }
 
+// scopeLookup bounds a reader's scope check. The reader's own opening
+// asks the store again (and answers 503 itself when it must): waiting the
+// store's whole timeout here as well doubled a new named subscriber's
+// wait for its 503 during an outage.
+const scopeLookup = time.Second
+
 // checkReaderScope is checkScope for a reader being opened: a store outage
 // does not keep it from opening (see checkScope).
 func (a *API) checkReaderScope(ctx context.Context, def *streams.Definition, sub string) error {
-	_, err := a.checkScope(ctx, def, sub)
-	if errors.Is(err, store.ErrUnavailable) {
+	lctx, cancel := context.WithTimeout(ctx, scopeLookup)
+	defer cancel()
+	_, err := a.checkScope(lctx, def, sub)
+	if errors.Is(err, store.ErrUnavailable) || ctx.Err() == nil && lctx.Err() != nil {
 		return nil
 	}
 	return err
