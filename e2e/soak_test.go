@@ -48,7 +48,7 @@ func TestSoak(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(cycles)*8*time.Minute)
 	defer cancel()
-	tablesAtHome(t, ctx)
+	soakCluster(t, ctx)
 
 	s := newSoak(t, ctx)
 	for c := 1; c <= cycles; c++ {
@@ -234,15 +234,16 @@ func (s *soak) cycle(c int) {
 	s.check(time.Since(begin), len(s.w.rows)-rows0)
 }
 
-// wf names a workflow of cycle c, unique to the run: a MoveTables journal
-// stays on the primaries, and a workflow of the same name (the same
-// migration id) is refused while it is there.
+// wf names a workflow of cycle c, unique to the run (a name left by a
+// failed run cannot get in the way; what Vitess refuses to repeat is a
+// cutover's id, which names do not change: freshStreamIDs).
 func (s *soak) wf(what string, c int) string { return fmt.Sprintf("%s%d%s", what, c, s.suffix) }
 
 // move moves customer and corder from -> to, waiting before complete
 // until the cutover is safe to complete (its away subscribers bridged).
 func (s *soak) move(wf, from, to string) {
 	ctx := s.ctx
+	s.step(wf+": fresh stream ids", func() error { return freshStreamIDs(ctx, to) })
 	s.step(wf+": copy", func() error { return cluster.MoveTables(ctx, to, wf, from, "customer,corder") })
 	s.waitRows(30)
 	switched := time.Now()
