@@ -463,8 +463,12 @@ func (s *soak) tagged(evs []ev) []ev {
 func (s *soak) summary(cycles int, took time.Duration) {
 	rows := len(s.w.settle(s.t, s.ctx))
 	delivered, resyncs, unexpected := 0, 0, 0
+	perReaders, perRows := map[string]int{}, map[string]int{}
 	for _, r := range s.readers {
-		delivered += len(s.rowsOf(r))
+		n := len(s.rowsOf(r))
+		delivered += n
+		perReaders[r.transport]++
+		perRows[r.transport] += n
 		r.mu.Lock()
 		resyncs += len(r.resyncs)
 		if !s.resyncAllowed(r) {
@@ -473,8 +477,15 @@ func (s *soak) summary(cycles int, took time.Duration) {
 		r.mu.Unlock()
 	}
 	for _, h := range s.hooks {
-		delivered += len(s.tagged(h.r.processed()))
+		n := len(s.tagged(h.r.processed()))
+		delivered += n
+		perReaders["webhook"]++
+		perRows["webhook"] += n
 	}
-	s.t.Logf("SOAK: cycles=%d rows=%d readers=%d webhooks=%d delivered=%d missing=%d repeated=%d resyncs=%d (expected at most %d, unexpected %d) took=%v",
-		cycles, rows, len(s.readers), len(s.hooks), delivered, s.missingN, s.repeatedN, resyncs, s.expResync, unexpected, took.Round(time.Second))
+	var per []string
+	for _, tr := range []string{"pull", "sse", "ws", "webhook"} {
+		per = append(per, fmt.Sprintf("%s=%d/%d", tr, perReaders[tr], perRows[tr]))
+	}
+	s.t.Logf("SOAK: cycles=%d rows=%d readers=%d webhooks=%d delivered=%d (readers/rows per transport: %s) missing=%d repeated=%d resyncs=%d (expected at most %d, unexpected %d) took=%v",
+		cycles, rows, len(s.readers), len(s.hooks), delivered, strings.Join(per, " "), s.missingN, s.repeatedN, resyncs, s.expResync, unexpected, took.Round(time.Second))
 }
