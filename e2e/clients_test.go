@@ -24,7 +24,14 @@ type ev struct {
 	After  map[string]json.RawMessage `json:"after"`
 	Before map[string]json.RawMessage `json:"before"`
 	Cursor string                     `json:"cursor"`
-	Raw    json.RawMessage            `json:"-"`
+	// TxnEnd: the event is the last of its transaction, as its transport
+	// marks it — "txn_end" on WebSocket, an `id:` line on SSE, on pull the
+	// last event of its transaction in a page (set by those clients). Every
+	// event of a transaction carries the cursor after the whole of it: only
+	// a TxnEnd event's is a place to resume or acknowledge with what was
+	// read before it kept.
+	TxnEnd bool            `json:"txn_end"`
+	Raw    json.RawMessage `json:"-"`
 }
 
 func (e ev) str(col string) string {
@@ -98,13 +105,25 @@ func (c *pullClient) next(ctx context.Context) (ev, error) {
 		if status != http.StatusOK {
 			return ev{}, fmt.Errorf("pull: status %d", status)
 		}
+		page := make([]ev, 0, len(out.Events))
 		for _, raw := range out.Events {
 			e, err := parseEvent(raw)
 			if err != nil {
 				return ev{}, err
 			}
-			c.buf = append(c.buf, e)
+			page = append(page, e)
 		}
+		// A page holds whole transactions (but a huge one, cut where
+		// next_cursor, of version 2, resumes inside it): a transaction
+		// ends where the cursor changes, and at the page's end.
+		for i := range page {
+			if i+1 < len(page) {
+				page[i].TxnEnd = page[i].Cursor != "" && page[i+1].Cursor != page[i].Cursor
+			} else {
+				page[i].TxnEnd = page[i].Cursor != "" && !strings.HasPrefix(out.NextCursor, "2")
+			}
+		}
+		c.buf = append(c.buf, page...)
 		if out.NextCursor != "" {
 			c.cursor = out.NextCursor
 		}
@@ -179,7 +198,7 @@ func (c *sseClient) next(ctx context.Context) (ev, error) {
 	ch := make(chan res, 1)
 	go func() {
 		var data bytes.Buffer
-		typ := ""
+		typ, id := "", false
 		for {
 			line, err := c.rd.ReadString('\n')
 			if err != nil {
@@ -193,13 +212,14 @@ func (c *sseClient) next(ctx context.Context) (ev, error) {
 					continue
 				}
 				e, err := parseEvent(data.Bytes())
+				e.TxnEnd = id // SSE puts id: on a transaction's last event only
 				if err == nil && e.Type != typ {
 					err = fmt.Errorf("sse event: field %q but data type %q", typ, e.Type)
 				}
 				ch <- res{e, err}
 				return
 			case strings.HasPrefix(line, "id: "):
-				c.lastID = line[4:]
+				c.lastID, id = line[4:], true
 			case strings.HasPrefix(line, "event: "):
 				typ = line[7:]
 			case strings.HasPrefix(line, "data: "):

@@ -31,6 +31,9 @@ type gateway struct {
 	url  string
 	cmd  *exec.Cmd
 	log  *syncbuf.Buffer
+	// past is the log of the processes before this one (a gateway started
+	// again): kept for the saved log of a failed test.
+	past string
 	done chan struct{}
 	// wrap runs the binary through a command (its arguments follow), env
 	// adds to its environment: a memory limit (bigtxn_test.go).
@@ -139,6 +142,9 @@ func withDataDir(t *testing.T) []string {
 
 func (g *gateway) start() {
 	g.t.Helper()
+	if g.log != nil {
+		g.past += g.log.String() + "--- the gateway is started again ---\n"
+	}
 	g.log = &syncbuf.Buffer{}
 	g.cmd = exec.Command(gatewayBin, g.args...)
 	if len(g.wrap) > 0 {
@@ -208,7 +214,7 @@ func (g *gateway) saveLog() string {
 		return err.Error()
 	}
 	name := filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(g.t.Name(), "/", "_"), time.Now().UnixNano()))
-	if err := os.WriteFile(name, []byte(g.log.String()), 0o644); err != nil {
+	if err := os.WriteFile(name, []byte(g.past+g.log.String()), 0o644); err != nil {
 		return err.Error()
 	}
 	return name
@@ -219,7 +225,7 @@ func (g *gateway) saveLog() string {
 // for).
 func (g *gateway) notable(n int) string {
 	var out []string
-	for _, l := range strings.Split(g.log.String(), "\n") {
+	for _, l := range strings.Split(g.past+g.log.String(), "\n") {
 		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "bridg") {
 			out = append(out, l)
 		}

@@ -73,6 +73,15 @@ func setup(m *testing.M) (int, error) {
 	if err := clearVtgateStall(); err != nil {
 		return 0, err
 	}
+	if os.Getenv("VSG_SOAK") == "1" && os.Getenv("VSG_E2E_PORT_OFFSET") != "" {
+		// The soak's private cluster is made anew for every run: a failed
+		// run leaves it resharded, its tables moved or a workflow half
+		// done, where Up would resume rather than start over, and every
+		// run leaves journals (soakCluster).
+		if err := cluster.Down(ctx); err != nil {
+			return 0, fmt.Errorf("cluster down: %w", err)
+		}
+	}
 	if err := cluster.Up(ctx); err != nil {
 		return 0, fmt.Errorf("cluster up: %w", err)
 	}

@@ -17,8 +17,12 @@ import (
 // again, to its own gateway or else the other, from where it resumes: a
 // named subscriber from its stored cursor (the events after its last
 // confirmed ack are dropped: they come again), an anonymous one from the
-// cursor of its last event. What it kept must then be every row written
-// since it began, each once.
+// cursor of the last whole transaction it read (the events of one it read
+// only part of are dropped: it comes again whole). Every event of a
+// transaction carries the cursor after the whole of it, so a reader
+// resumes and acks only at an event that ends one (ev.TxnEnd), as a
+// client must. What it kept must then be every row written since it
+// began, each once.
 
 // soakStep names what the soak is doing, for the readers' reports.
 var soakStep atomic.Value
@@ -145,7 +149,7 @@ func (r *soakReader) read(ctx context.Context, c client) (n int) {
 		case "reshard", "moved":
 			r.moved++
 		}
-		ack := r.sub != "" && r.ackEvery > 0 && e.Cursor != "" && len(r.evs)-r.acked >= r.ackEvery
+		ack := r.sub != "" && r.ackEvery > 0 && e.Cursor != "" && e.TxnEnd && len(r.evs)-r.acked >= r.ackEvery
 		kept := len(r.evs)
 		r.cond.Broadcast()
 		r.mu.Unlock()
@@ -178,28 +182,38 @@ func (r *soakReader) setErr(err error) {
 	r.mu.Unlock()
 }
 
-// truncate drops what the reader will get again when it resumes (r.mu held).
+// truncate drops what the reader will get again when it resumes (r.mu
+// held): a named one's events after its last stored ack, an anonymous
+// one's after the last whole transaction it read, whose cursor it resumes
+// from.
 func (r *soakReader) truncate() {
 	if r.sub != "" {
 		r.evs = r.evs[:r.acked]
 		return
 	}
-	for len(r.evs) > 0 && r.evs[len(r.evs)-1].Cursor == "" {
-		r.evs = r.evs[:len(r.evs)-1]
-	}
-	if len(r.evs) > 0 {
-		r.cursor = r.evs[len(r.evs)-1].Cursor
+	n := r.whole()
+	r.evs = r.evs[:n]
+	if n > 0 {
+		r.cursor = r.evs[n-1].Cursor
 	}
 }
 
-// ackStored acks the reader's last cursor (a named one) and waits until
-// it is stored.
-func (r *soakReader) ackStored(ctx context.Context) error {
-	r.mu.Lock()
+// whole returns how many of the kept events end with a whole transaction:
+// the last event kept that ends one, and every event before it (r.mu
+// held).
+func (r *soakReader) whole() int {
 	n := len(r.evs)
-	for n > 0 && r.evs[n-1].Cursor == "" {
+	for n > 0 && (r.evs[n-1].Cursor == "" || !r.evs[n-1].TxnEnd) {
 		n--
 	}
+	return n
+}
+
+// ackStored acks the cursor of the reader's last whole transaction (a
+// named one) and waits until it is stored.
+func (r *soakReader) ackStored(ctx context.Context) error {
+	r.mu.Lock()
+	n := r.whole()
 	cursor := ""
 	if n > 0 {
 		cursor = r.evs[n-1].Cursor

@@ -48,7 +48,7 @@ func TestSoak(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(cycles)*8*time.Minute)
 	defer cancel()
-	tablesAtHome(t, ctx)
+	soakCluster(t, ctx)
 
 	s := newSoak(t, ctx)
 	for c := 1; c <= cycles; c++ {
@@ -234,15 +234,16 @@ func (s *soak) cycle(c int) {
 	s.check(time.Since(begin), len(s.w.rows)-rows0)
 }
 
-// wf names a workflow of cycle c, unique to the run: a MoveTables journal
-// stays on the primaries, and a workflow of the same name (the same
-// migration id) is refused while it is there.
+// wf names a workflow of cycle c, unique to the run (a name left by a
+// failed run cannot get in the way; what Vitess refuses to repeat is a
+// cutover's id, which names do not change: freshStreamIDs).
 func (s *soak) wf(what string, c int) string { return fmt.Sprintf("%s%d%s", what, c, s.suffix) }
 
 // move moves customer and corder from -> to, waiting before complete
 // until the cutover is safe to complete (its away subscribers bridged).
 func (s *soak) move(wf, from, to string) {
 	ctx := s.ctx
+	s.step(wf+": fresh stream ids", func() error { return freshStreamIDs(ctx, to) })
 	s.step(wf+": copy", func() error { return cluster.MoveTables(ctx, to, wf, from, "customer,corder") })
 	s.waitRows(30)
 	switched := time.Now()
@@ -462,8 +463,12 @@ func (s *soak) tagged(evs []ev) []ev {
 func (s *soak) summary(cycles int, took time.Duration) {
 	rows := len(s.w.settle(s.t, s.ctx))
 	delivered, resyncs, unexpected := 0, 0, 0
+	perReaders, perRows := map[string]int{}, map[string]int{}
 	for _, r := range s.readers {
-		delivered += len(s.rowsOf(r))
+		n := len(s.rowsOf(r))
+		delivered += n
+		perReaders[r.transport]++
+		perRows[r.transport] += n
 		r.mu.Lock()
 		resyncs += len(r.resyncs)
 		if !s.resyncAllowed(r) {
@@ -472,8 +477,15 @@ func (s *soak) summary(cycles int, took time.Duration) {
 		r.mu.Unlock()
 	}
 	for _, h := range s.hooks {
-		delivered += len(s.tagged(h.r.processed()))
+		n := len(s.tagged(h.r.processed()))
+		delivered += n
+		perReaders["webhook"]++
+		perRows["webhook"] += n
 	}
-	s.t.Logf("SOAK: cycles=%d rows=%d readers=%d webhooks=%d delivered=%d missing=%d repeated=%d resyncs=%d (expected at most %d, unexpected %d) took=%v",
-		cycles, rows, len(s.readers), len(s.hooks), delivered, s.missingN, s.repeatedN, resyncs, s.expResync, unexpected, took.Round(time.Second))
+	var per []string
+	for _, tr := range []string{"pull", "sse", "ws", "webhook"} {
+		per = append(per, fmt.Sprintf("%s=%d/%d", tr, perReaders[tr], perRows[tr]))
+	}
+	s.t.Logf("SOAK: cycles=%d rows=%d readers=%d webhooks=%d delivered=%d (readers/rows per transport: %s) missing=%d repeated=%d resyncs=%d (expected at most %d, unexpected %d) took=%v",
+		cycles, rows, len(s.readers), len(s.hooks), delivered, strings.Join(per, " "), s.missingN, s.repeatedN, resyncs, s.expResync, unexpected, took.Round(time.Second))
 }
