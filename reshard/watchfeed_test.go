@@ -96,7 +96,7 @@ func TestWatcherRidesATail(t *testing.T) {
 	mu.Lock()
 	start := from[0]
 	mu.Unlock()
-	samePosition(t, "the ride starts at", start, fakevtgate.VGtid("ks", "0", "MariaDB/0-1-10"))
+	sameVGtid(t, "the ride starts at", start, fakevtgate.VGtid("ks", "0", "MariaDB/0-1-10"))
 	shard0 := fakevtgate.Shard{Keyspace: "ks", Name: "0"}
 	for _, ev := range shard0.JournalTxn(9, []string{"0"}, "MariaDB/0-1-12",
 		fakevtgate.VGtid("ks", "0", "MariaDB/0-1-12"), "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5") {
@@ -124,7 +124,7 @@ func TestWatcherRidesATail(t *testing.T) {
 	after := fakevtgate.VGtid("ks", "-80", "MariaDB/0-2-6", "80-", "MariaDB/0-3-5")
 	first.txns <- &source.Txn{VGtid: after}
 	first.txns <- errTestRideEnded
-	samePosition(t, "its own VStream starts at", fake.Call(t, 0).Req.Vgtid, after)
+	sameVGtid(t, "its own VStream starts at", fake.Call(t, 0).Req.Vgtid, after)
 	mu.Lock()
 	lend = true
 	mu.Unlock()
@@ -134,9 +134,4 @@ func TestWatcherRidesATail(t *testing.T) {
 	case <-time.After(fakevtgate.Timeout):
 		t.Fatal("the own VStream was not closed when a tail was ridden again")
 	}
-}
-
-func samePosition(t *testing.T, what string, got, want *binlogdatapb.VGtid) {
-	t.Helper()
-	sameVGtid(t, what, got, want)
 }
