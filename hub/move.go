@@ -128,7 +128,7 @@ func keyspaceOf(pos *binlogdatapb.VGtid, def string) string {
 func moveLocal(m *streams.Move) position.Position {
 	var shards []position.Shard
 	for s, g := range m.Local {
-		shards = append(shards, position.Shard{Keyspace: m.From, Shard: s, GTID: g})
+		shards = append(shards, position.Entry(m.From, s, g))
 	}
 	return position.New(shards...)
 }
@@ -144,7 +144,7 @@ func moveApply(pos *binlogdatapb.VGtid, m *streams.Move) *binlogdatapb.VGtid {
 	names := mapKeys(m.Targets)
 	slices.Sort(names)
 	for _, s := range names {
-		targets = append(targets, position.Shard{Keyspace: m.To, Shard: s, GTID: m.Targets[s]})
+		targets = append(targets, position.Entry(m.To, s, m.Targets[s]))
 	}
 	p := position.Of(pos).Replace(m.From, old, targets...)
 	// Shards of the source the journal does not name have nothing more

@@ -23,7 +23,7 @@ import (
 func blockLocal(b *streams.Block) position.Position {
 	var shards []position.Shard
 	for s, g := range b.Local {
-		shards = append(shards, position.Shard{Keyspace: b.From, Shard: s, GTID: g})
+		shards = append(shards, position.Entry(b.From, s, g))
 	}
 	return position.New(shards...)
 }

@@ -160,9 +160,9 @@ func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogda
 		h.log.Warn("topology unavailable; passing the cursor through", "stream", def.Name, "err", err)
 		return reshard.Decision{Outcome: reshard.Passthrough, VGtid: pos}, nil
 	}
-	if reshard.AllServing(pos, topo) {
-		return reshard.Decision{Outcome: reshard.Passthrough, VGtid: pos}, nil
-	}
+	// The journals tell the incarnations of the cursor's shard names
+	// apart (DESIGN §4 rule 6): a name serving now may be another shard
+	// than the one the cursor was taken on.
 	journals, err := h.rebuilder.Journals(ctx, ks)
 	if err != nil {
 		return reshard.Decision{}, fmt.Errorf("load reshard journals: %w", err)

@@ -38,7 +38,9 @@ func (o Order) String() string {
 // ParseGTID reads one entry's GTID as vstreamer encodes it (flavor/set,
 // see replication.EncodePosition). An empty set, "" and "current" are
 // ErrNoGTID: they are not binlog positions, so they order with nothing.
+// An incarnation after the set (incarnation.go) is ignored.
 func ParseGTID(gtid string) (replication.Position, error) {
+	gtid, _ = splitIncarnation(gtid)
 	if gtid == "" || gtid == CurrentGTID {
 		return replication.Position{}, &Error{Kind: ErrNoGTID, Input: gtid}
 	}
@@ -56,8 +58,14 @@ func ParseGTID(gtid string) (replication.Position, error) {
 // in Vitess (Position.AtLeast): a set is at or after another when it holds
 // every transaction of it. For MariaDB that is per replication domain by
 // sequence number, so the same sequence written under another server id
-// (after a failover) is Equal. Anything ParseGTID refuses is Incomparable.
+// (after a failover) is Equal. Anything ParseGTID refuses is Incomparable,
+// and so are sets of two incarnations of the shard (incarnation.go).
 func CompareGTID(a, b string) Order {
+	a, ia := splitIncarnation(a)
+	b, ib := splitIncarnation(b)
+	if ia != ib {
+		return Incomparable
+	}
 	pa, err := parseCached(a)
 	if err != nil {
 		return Incomparable
@@ -79,11 +87,12 @@ func CompareGTID(a, b string) Order {
 }
 
 // Compare orders s and t, two entries of the same shard. Entries of
-// different shards, and entries in a copy phase, are Incomparable: rows
-// copied from a snapshot are not binlog transactions, so no GTID says
-// how far a copy got.
+// different shards (another name, or another incarnation of the name),
+// and entries in a copy phase, are Incomparable: rows copied from a
+// snapshot are not binlog transactions, so no GTID says how far a copy
+// got.
 func (s Shard) Compare(t Shard) Order {
-	if s.Keyspace != t.Keyspace || s.Shard != t.Shard || s.Copying() || t.Copying() {
+	if s.Keyspace != t.Keyspace || s.Shard != t.Shard || s.Incarnation != t.Incarnation || s.Copying() || t.Copying() {
 		return Incomparable
 	}
 	return CompareGTID(s.GTID, t.GTID)

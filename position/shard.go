@@ -17,14 +17,18 @@ type Shard struct {
 	// TablePKs is the copy phase's progress: the last primary key copied
 	// per table. Shared, not copied: it must not be modified.
 	TablePKs []*binlogdatapb.TableLastPK
+	// Incarnation tells shards of the same name apart (incarnation.go):
+	// empty for a name no recorded reshard retired.
+	Incarnation string
 }
 
 func shardOf(sg *binlogdatapb.ShardGtid) Shard {
-	return Shard{Keyspace: sg.GetKeyspace(), Shard: sg.GetShard(), GTID: sg.GetGtid(), TablePKs: sg.GetTablePKs()}
+	gtid, inc := splitIncarnation(sg.GetGtid())
+	return Shard{Keyspace: sg.GetKeyspace(), Shard: sg.GetShard(), GTID: gtid, TablePKs: sg.GetTablePKs(), Incarnation: inc}
 }
 
 func (s Shard) proto() *binlogdatapb.ShardGtid {
-	return &binlogdatapb.ShardGtid{Keyspace: s.Keyspace, Shard: s.Shard, Gtid: s.GTID, TablePKs: s.TablePKs}
+	return &binlogdatapb.ShardGtid{Keyspace: s.Keyspace, Shard: s.Shard, Gtid: joinIncarnation(s.GTID, s.Incarnation), TablePKs: s.TablePKs}
 }
 
 // Key names the shard as vtgate and the topology do: "keyspace/shard".
@@ -45,7 +49,7 @@ func (s Shard) String() string {
 	if s.Shard != "" {
 		out += "/" + s.Shard
 	}
-	out += "@" + s.GTID
+	out += "@" + joinIncarnation(s.GTID, s.Incarnation)
 	if len(s.TablePKs) > 0 {
 		out += " (copying)"
 	}

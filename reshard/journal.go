@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
@@ -45,6 +46,11 @@ type Journal struct {
 	// source primaries when the gateway first looked (moves.go): a cutover
 	// from before any stream it serves, never followed.
 	Preexisting bool `json:"preexisting,omitempty"`
+
+	// from and to are the incarnations of the participants and the
+	// targets (incarnation.go), set by Registry.List; nil elsewhere,
+	// which stamps nothing.
+	from, to map[string]string
 }
 
 // KindTables marks MoveTables journals (migration type TABLES).
@@ -86,10 +92,36 @@ func (j *Journal) LocalPosition() position.Position {
 	shards := make([]position.Shard, 0, len(j.Participants))
 	for _, p := range j.Participants {
 		if l := j.Local[p]; l != "" {
-			shards = append(shards, position.Shard{Keyspace: j.Keyspace, Shard: p, GTID: l})
+			shards = append(shards, j.LocalShard(p))
 		}
 	}
 	return position.New(shards...)
+}
+
+// LocalShard is where participant p stopped, as an entry of the shard's
+// incarnation at the cutover.
+func (j *Journal) LocalShard(p string) position.Shard {
+	return position.Shard{Keyspace: j.Keyspace, Shard: p, GTID: j.Local[p], Incarnation: j.from[p]}
+}
+
+// StampedLocal returns the participants' local positions as GTID texts
+// with their incarnations, as positions hold them.
+func (j *Journal) StampedLocal() map[string]string {
+	out := make(map[string]string, len(j.Local))
+	for p := range j.Local {
+		out[p] = j.LocalShard(p).Text()
+	}
+	return out
+}
+
+// StampedTargets returns the targets' start positions as GTID texts with
+// their incarnations.
+func (j *Journal) StampedTargets() map[string]string {
+	out := make(map[string]string, len(j.Targets))
+	for _, t := range j.Targets {
+		out[t.Shard] = position.Shard{GTID: t.Gtid, Incarnation: j.to[t.Shard]}.Text()
+	}
+	return out
 }
 
 // Apply crosses the cutover: pos with the participants replaced by the
@@ -97,7 +129,7 @@ func (j *Journal) LocalPosition() position.Position {
 func (j *Journal) Apply(pos position.Position) position.Position {
 	targets := make([]position.Shard, len(j.Targets))
 	for i, t := range j.Targets {
-		targets[i] = position.Shard{Keyspace: j.Target(), Shard: t.Shard, GTID: t.Gtid}
+		targets[i] = position.Shard{Keyspace: j.Target(), Shard: t.Shard, GTID: t.Gtid, Incarnation: j.to[t.Shard]}
 	}
 	return pos.Replace(j.Keyspace, j.Participants, targets...)
 }
@@ -150,10 +182,15 @@ func FromEvent(keyspace, shard string, j *binlogdatapb.Journal) (rec *Journal, o
 // saved before a reshard may come back months later.
 type Registry struct {
 	st store.Store
+
+	// last is each keyspace's journal list as last read, for
+	// Incarnations while the store does not answer.
+	mu   sync.Mutex
+	last map[string][]*Journal
 }
 
 // NewRegistry returns a journal registry over st.
-func NewRegistry(st store.Store) *Registry { return &Registry{st: st} }
+func NewRegistry(st store.Store) *Registry { return &Registry{st: st, last: map[string][]*Journal{}} }
 
 func journalNS(keyspace string) string { return "journals/" + keyspace }
 
@@ -180,8 +217,28 @@ func (r *Registry) Record(ctx context.Context, j *Journal) (bool, error) {
 }
 
 // List returns the keyspace's journals, participants' records merged,
-// oldest first.
+// oldest first, each knowing the incarnations of its shards
+// (incarnation.go).
 func (r *Registry) List(ctx context.Context, keyspace string) ([]*Journal, error) {
+	list, err := r.list(ctx, keyspace)
+	if err != nil {
+		return nil, err
+	}
+	// A MoveTables journal's targets are another keyspace's shards: their
+	// incarnations are that keyspace's journals' to tell.
+	targets := map[string][]*Journal{}
+	for _, j := range list {
+		if t := j.Target(); j.Moves() && targets[t] == nil {
+			if targets[t], err = r.list(ctx, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	annotate(list, targets)
+	return list, nil
+}
+
+func (r *Registry) list(ctx context.Context, keyspace string) ([]*Journal, error) {
 	recs, err := r.st.List(ctx, journalNS(keyspace))
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ type Decision struct {
 //     passthrough, vtgate walks them to the journal;
 //   - anything left gone → a gap: the caller applies the stream's on_gap.
 func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) Decision {
-	if allState(cur, topo, source.ShardServing) {
+	if AllServing(cur, topo, journals) {
 		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
 	pos := position.Of(cur)
@@ -71,7 +71,7 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 	}
 	var missing []string
 	for _, s := range pos.Shards() {
-		if topo.State(s.Keyspace, s.Shard) == source.ShardGone && s.Shard != "" {
+		if s.Shard != "" && liveState(s, topo, journals) == source.ShardGone {
 			missing = append(missing, s.Key())
 		}
 	}
@@ -84,15 +84,6 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 	default:
 		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
-}
-
-func allState(v *binlogdatapb.VGtid, topo source.Topology, want source.ShardState) bool {
-	for _, sg := range v.GetShardGtids() {
-		if sg.Shard != "" && topo.State(sg.Keyspace, sg.Shard) != want {
-			return false
-		}
-	}
-	return true
 }
 
 // nextJournal finds a journal that applies to pos: all its participants are
@@ -111,7 +102,7 @@ func nextJournal(pos position.Position, topo source.Topology, journals map[strin
 			}
 			notServing := false
 			for _, p := range j.Participants {
-				if topo.State(ks, p) != source.ShardServing {
+				if s, ok := pos.Lookup(ks, p); ok && liveState(s, topo, journals) != source.ShardServing {
 					notServing = true
 				}
 			}
@@ -153,7 +144,7 @@ func BehindCutover(cur *binlogdatapb.VGtid, j *Journal) bool {
 		case j.Local[p] == "":
 			// Not recorded yet (the journal is incomplete): nothing to be
 			// behind of on this participant.
-		case !s.Covers(position.Shard{Keyspace: j.Keyspace, Shard: p, GTID: j.Local[p]}):
+		case !s.Covers(j.LocalShard(p)):
 			behind = true
 		}
 	}
@@ -170,8 +161,13 @@ func (e *GapError) Error() string {
 		strings.Join(e.Missing, ", "))
 }
 
-// AllServing reports whether every shard of pos serves (the common case,
-// decided without loading journals).
-func AllServing(pos *binlogdatapb.VGtid, topo source.Topology) bool {
-	return allState(pos, topo, source.ShardServing)
+// AllServing reports whether every shard of pos serves, each in the
+// incarnation pos has of it (the common case: vtgate resumes pos as it is).
+func AllServing(pos *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) bool {
+	for _, s := range position.Of(pos).Shards() {
+		if s.Shard != "" && liveState(s, topo, journals) != source.ShardServing {
+			return false
+		}
+	}
+	return true
 }

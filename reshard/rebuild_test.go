@@ -3,6 +3,7 @@ package reshard
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -23,10 +24,19 @@ func vg(kv ...any) *binlogdatapb.VGtid {
 	return v
 }
 
-func topo(states map[string]source.ShardState) source.Topology {
-	t := source.Topology{Shards: map[string]source.ShardState{}, Keyspaces: map[string]bool{"customer": true}}
+// topo is a topology with the shards in states. A readable shard's
+// primary began its term long before any journal was seen, unless the
+// shard is in fresh: then after them all (a new shard of a reused name).
+func topo(states map[string]source.ShardState, fresh ...string) source.Topology {
+	t := source.Topology{Shards: map[string]source.ShardState{}, Keyspaces: map[string]bool{"customer": true}, Terms: map[string]time.Time{}}
 	for s, st := range states {
 		t.Shards["customer/"+s] = st
+		if st == source.ShardReadable {
+			t.Terms["customer/"+s] = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+			if slices.Contains(fresh, s) {
+				t.Terms["customer/"+s] = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+			}
+		}
 	}
 	return t
 }
@@ -49,6 +59,13 @@ func journal(id int64, local map[string]int, targets map[string]int) *Journal {
 	return j
 }
 
+// inc returns v with shard's entry of the given incarnation.
+func inc(v *binlogdatapb.VGtid, shard, incarnation string) *binlogdatapb.VGtid {
+	p := position.Of(v)
+	s, _ := p.Lookup("customer", shard)
+	return p.WithShard(s.WithIncarnation(incarnation)).VGtid()
+}
+
 func shardsOf(v *binlogdatapb.VGtid) map[string]string {
 	out := map[string]string{}
 	for _, sg := range v.GetShardGtids() {
@@ -68,6 +85,7 @@ func TestDecide(t *testing.T) {
 	split4a := journal(8, map[string]int{"-80": 5}, map[string]int{"-40": 3, "40-80": 4})
 	split4b := journal(9, map[string]int{"80-": 6}, map[string]int{"80-c0": 7, "c0-": 8})
 	merge := journal(10, map[string]int{"-80": 70, "80-": 80}, map[string]int{"0": 1})
+	again := journal(7, map[string]int{"0": 400}, map[string]int{"-80": 55, "80-": 66})
 	incomplete := &Journal{Keyspace: "customer", ID: 11, Participants: []string{"-80", "80-"}, Local: map[string]string{"-80": pos(1)}, Targets: []ShardPos{{"0", pos(1)}}}
 
 	for _, tc := range []struct {
@@ -79,7 +97,8 @@ func TestDecide(t *testing.T) {
 		want     map[string]string
 		missing  []string
 	}{
-		{"all serving", vg("0", 42), map[string]source.ShardState{"0": serving}, []*Journal{split}, Passthrough, map[string]string{"0": pos(42)}, nil},
+		{"all serving", vg("0", 42), map[string]source.ShardState{"0": serving}, nil, Passthrough, map[string]string{"0": pos(42)}, nil},
+		{"all serving, a journal of other shards recorded", vg("0", 42), map[string]source.ShardState{"0": serving}, []*Journal{split4a}, Passthrough, map[string]string{"0": pos(42)}, nil},
 		{"old shard readable, behind cutover: vtgate walks it", vg("0", 42), map[string]source.ShardState{"0": readable, "-80": serving, "80-": serving}, []*Journal{split}, Passthrough, map[string]string{"0": pos(42)}, nil},
 		{"old shard readable, at cutover: rewrite", vg("0", 100), map[string]source.ShardState{"0": readable, "-80": serving, "80-": serving}, []*Journal{split}, Exact, map[string]string{"-80": pos(5), "80-": pos(6)}, nil},
 		{"old shard gone, at cutover", vg("0", 100), map[string]source.ShardState{"-80": serving, "80-": serving}, []*Journal{split}, Exact, map[string]string{"-80": pos(5), "80-": pos(6)}, nil},
@@ -96,10 +115,17 @@ func TestDecide(t *testing.T) {
 		{"partial reshard keeps the untouched shard", vg("-80", 5, "80-", 33), map[string]source.ShardState{"-40": serving, "40-80": serving, "80-": serving}, []*Journal{split4a}, Exact,
 			map[string]string{"-40": pos(3), "40-80": pos(4), "80-": pos(33)}, nil},
 		{"shard down, no journal: gap instead of a 90 s hang", vg("0", 42), map[string]source.ShardState{}, nil, Resync, nil, []string{"customer/0"}},
-		{"repeated journal id: the latest passed cutover wins", vg("0", 500), map[string]source.ShardState{"-80": serving, "80-": serving},
-			[]*Journal{split, journal(7, map[string]int{"0": 400}, map[string]int{"-80": 55, "80-": 66})}, Exact, map[string]string{"-80": pos(55), "80-": pos(66)}, nil},
+		// The same split done again after a merge back (a journal id
+		// repeats): the second "0" is another incarnation, so a cursor of
+		// it crosses the second split only, and one of the first "0" the
+		// first only, however their GTIDs compare.
+		{"repeated journal id: a cursor of the second 0 crosses the second split", inc(vg("0", 500), "0", split.Key), map[string]source.ShardState{"-80": serving, "80-": serving},
+			[]*Journal{split, merge, again}, Exact, map[string]string{"-80": pos(55) + "~" + merge.Key, "80-": pos(66) + "~" + merge.Key}, nil},
+		{"repeated journal id: a cursor of the first 0 is not one of the second", vg("0", 500), map[string]source.ShardState{"-80": serving, "80-": serving},
+			[]*Journal{split, merge, again}, Resync, nil, []string{"customer/-80", "customer/80-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			annotate(tc.journals, nil)
 			d := Decide(tc.cur, topo(tc.topo), map[string][]*Journal{"customer": tc.journals})
 			if d.Outcome != tc.outcome {
 				t.Fatalf("outcome %s, want %s (missing %v)", d.Outcome, tc.outcome, d.Missing)
@@ -162,5 +188,74 @@ func TestApply(t *testing.T) {
 	}
 	if len(cur.ShardGtids) != 3 || cur.ShardGtids[0].Shard != "-80" {
 		t.Fatalf("Apply changed the cursor it rewrote: %v", cur)
+	}
+}
+
+// 0 → -80,80- → 0: the second "0" is another shard (DESIGN §4 rule 6). A
+// cursor of the first is never handed to it: it is rebuilt through both
+// journals when it can be, and is a gap when it cannot; a cursor of the
+// second passes.
+func TestDecideAcrossIncarnations(t *testing.T) {
+	split := journal(7, map[string]int{"0": 100}, map[string]int{"-80": 5, "80-": 6})
+	merge := journal(10, map[string]int{"-80": 5, "80-": 6}, map[string]int{"0": 1})
+	list := []*Journal{split, merge}
+	annotate(list, nil)
+	journals := map[string][]*Journal{"customer": list}
+	serving0 := topo(map[string]source.ShardState{"0": serving})
+	copying0 := topo(map[string]source.ShardState{"-80": serving, "80-": serving, "0": readable}, "0")
+	second := func(n int) *binlogdatapb.VGtid { return inc(vg("0", n), "0", split.Key) }
+
+	for _, tc := range []struct {
+		name    string
+		cur     *binlogdatapb.VGtid
+		topo    source.Topology
+		outcome Outcome
+		want    map[string]string
+		missing []string
+	}{
+		{"first 0 at the split: both journals, onto the second 0", vg("0", 100), serving0, Exact, map[string]string{"0": pos(1) + "~" + split.Key}, nil},
+		{"first 0 behind the split: a gap, not the second 0's binlog", vg("0", 42), serving0, Resync, nil, []string{"customer/0"}},
+		{"second 0: passes", second(3), serving0, Passthrough, map[string]string{"0": pos(3) + "~" + split.Key}, nil},
+		{"first 0 while the second copies: not handed to it", vg("0", 42), copying0, Resync, nil, []string{"customer/0"}},
+		{"-80,80- at the merge: onto the second 0", vg("-80", 5, "80-", 6), serving0, Exact, map[string]string{"0": pos(1) + "~" + split.Key}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.cur, tc.topo, journals)
+			if d.Outcome != tc.outcome {
+				t.Fatalf("outcome %s, want %s (missing %v)", d.Outcome, tc.outcome, d.Missing)
+			}
+			if tc.want != nil && !reflect.DeepEqual(shardsOf(d.VGtid), tc.want) {
+				t.Fatalf("position %v, want %v", shardsOf(d.VGtid), tc.want)
+			}
+			if !reflect.DeepEqual(d.Missing, tc.missing) {
+				t.Fatalf("missing %v, want %v", d.Missing, tc.missing)
+			}
+		})
+	}
+}
+
+// Live tells the retired shard still running from a new one of its name
+// by its primary's term.
+func TestLiveIncarnation(t *testing.T) {
+	split := journal(7, map[string]int{"0": 100}, map[string]int{"-80": 5, "80-": 6})
+	list := []*Journal{split}
+	before, after := split.SeenAt.Add(-time.Hour), split.SeenAt.Add(time.Hour)
+	for _, tc := range []struct {
+		name  string
+		shard string
+		state source.ShardState
+		since time.Time
+		want  string
+	}{
+		{"never retired", "-80", serving, time.Time{}, ""},
+		{"retired, still running (switch to complete)", "0", readable, before, ""},
+		{"retired, serving again on its old primary (reverse traffic)", "0", serving, before, ""},
+		{"created again under the name", "0", serving, after, split.Key},
+		{"created again, still copying", "0", readable, after, split.Key},
+		{"term unknown: counted new", "0", readable, time.Time{}, split.Key},
+	} {
+		if got := Live(list, tc.shard, tc.state, tc.since); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

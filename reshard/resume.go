@@ -52,14 +52,15 @@ func (w *Watcher) resumeFrom(ctx context.Context, ks string, l store.Lease, log 
 		log.Warn("journal watcher: topology unavailable; resuming from the saved position as it is", "err", err)
 		return saved, nil
 	}
-	if AllServing(saved, topo) {
-		return saved, nil
-	}
 	journals, err := w.reg.List(ctx, ks)
 	if err != nil {
 		return nil, err
 	}
-	d := Decide(saved, topo, map[string][]*Journal{ks: journals})
+	byKeyspace := map[string][]*Journal{ks: journals}
+	if AllServing(saved, topo, byKeyspace) {
+		return saved, nil
+	}
+	d := Decide(saved, topo, byKeyspace)
 	switch d.Outcome {
 	case Exact:
 		log.Warn("journal watcher position was on deleted shards; rebuilt from recorded journals",

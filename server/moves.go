@@ -84,12 +84,10 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 		if !follows {
 			continue
 		}
-		targets := map[string]string{}
-		for _, t := range j.Targets {
-			targets[t.Shard] = t.Gtid
-		}
+		// Positions of the shards' incarnations (DESIGN §4 rule 6): a
+		// move out of the first "0" is not one out of the second.
 		mv := streams.Move{Journal: j.Key, From: j.Keyspace, To: j.TargetKeyspace, Tables: j.Tables,
-			Local: j.Local, Targets: targets, At: time.Now().UTC()}
+			Local: j.StampedLocal(), Targets: j.StampedTargets(), At: time.Now().UTC()}
 		if _, err := s.streams.Move(ctx, d.Name, mv); err != nil {
 			return err
 		}
@@ -113,7 +111,7 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 func (s *Server) blockPartial(ctx context.Context, d *streams.Definition, j *reshard.Journal) error {
 	moved := d.MovedTables(j.Tables)
 	b := streams.Block{Reason: streams.BlockPartialMove, Journal: j.Key, From: j.Keyspace, To: j.TargetKeyspace,
-		Tables: moved, Local: j.Local, At: time.Now().UTC()}
+		Tables: moved, Local: j.StampedLocal(), At: time.Now().UTC()}
 	_, fresh, err := s.streams.Block(ctx, d.Name, b)
 	if err != nil || !fresh {
 		return err

@@ -49,6 +49,19 @@ func journalRecorder(reg *reshard.Registry, s *Server) source.JournalHook {
 	}
 }
 
+// incarnations tells readers the incarnation of the shards they read
+// without a position naming them (DESIGN §4 rule 6): the recorded
+// journals and vtgate's view of the primaries decide.
+func incarnations(reg *reshard.Registry, s *Server) source.Incarnations {
+	return func(ctx context.Context, keyspace string) (func(string) string, error) {
+		topo, err := s.src.Topology(ctx, keyspace)
+		if err != nil {
+			return nil, err
+		}
+		return reg.Incarnations(ctx, topo, keyspace)
+	}
+}
+
 // rideTail lends the journal watcher a running stream tail (DESIGN §4
 // rule 2).
 func (s *Server) rideTail(keyspace string, from *binlogdatapb.VGtid) (reshard.WatchFeed, string, bool) {

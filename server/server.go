@@ -94,7 +94,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	}
 	journals := reshard.NewRegistry(st)
 	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat), source.WithStallTimeout(cfg.StallTimeout), source.WithPrimaryPoll(cfg.PrimaryPoll),
-		source.WithReadAhead(cfg.ReadAhead), source.WithJournalHook(journalRecorder(journals, s))}, vtOpts...)...)
+		source.WithReadAhead(cfg.ReadAhead), source.WithJournalHook(journalRecorder(journals, s)),
+		source.WithIncarnations(incarnations(journals, s))}, vtOpts...)...)
 	if err != nil {
 		return nil, err
 	}

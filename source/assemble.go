@@ -12,6 +12,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
 // assembler turns the VEvents of one VStream into Txns. It is not safe for
@@ -52,8 +53,17 @@ type assembler struct {
 	// stream was not opened in one, or once it ended.
 	copy *copyHold
 	// raw is vtgate's last position, as it sent it (pos is what was
-	// handed out, held at journals and during a copy).
+	// handed out, held at journals, during a copy, and stamped).
 	raw *binlogdatapb.VGtid
+	// inc is each shard's incarnation for this stream, by
+	// "keyspace/shard"; incarnations answers for shards not there
+	// (incarnation.go), looked keeps its answers per keyspace.
+	inc          map[string]string
+	incarnations Incarnations
+	looked       map[string]func(string) string
+	// err is a stamping failure in emit: add returns it.
+	err error
+	ctx context.Context
 }
 
 func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook JournalHook, chunk, skip int) *assembler {
@@ -70,6 +80,7 @@ func newAssembler(spec Spec, schema *schemaCache, pos *binlogdatapb.VGtid, hook 
 		journal: map[int64]bool{},
 		parts:   map[int64]map[string]bool{},
 		copy:    newCopyHold(pos),
+		inc:     position.Of(pos).Incarnations(),
 	}
 }
 
@@ -82,6 +93,15 @@ func (e *ProtocolError) Error() string { return "source: unexpected VStream sequ
 
 // add consumes one event and returns a finished Txn, if any.
 func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, error) {
+	a.ctx = ctx
+	t, err := a.step(ctx, ev)
+	if a.err != nil {
+		return nil, a.err
+	}
+	return t, err
+}
+
+func (a *assembler) step(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, error) {
 	switch ev.Type {
 	case binlogdatapb.VEventType_BEGIN:
 		a.cur = &Txn{CommitTS: ev.Timestamp, Continued: a.resume}
@@ -142,7 +162,11 @@ func (a *assembler) add(ctx context.Context, ev *binlogdatapb.VEvent) (*Txn, err
 		if a.hook != nil && ev.Journal != nil {
 			a.hook(ctx, keyspace, ev.Shard, ev.Journal)
 		}
-		return a.journalEvent(ev), nil
+		j, err := a.stampJournal(ctx, keyspace, ev.Shard, ev.Journal)
+		if err != nil {
+			return nil, err
+		}
+		return a.journalEvent(j), nil
 	case binlogdatapb.VEventType_COPY_COMPLETED:
 		// vtgate sends one per shard and a final one with neither keyspace
 		// nor shard once every shard finished copying.
@@ -167,7 +191,12 @@ func (a *assembler) emit(t *Txn) *Txn {
 	if t.VGtid == nil {
 		t.VGtid = a.pos
 	}
-	t.VGtid = a.copy.hold(a.hold(t.VGtid))
+	v, err := a.stamp(a.ctx, a.copy.hold(a.hold(t.VGtid)))
+	if err != nil {
+		a.err = err
+		return nil
+	}
+	t.VGtid = v
 	if t.VGtid == nil {
 		// Nothing to resume from yet (events before the first position);
 		// drop rather than hand out an event with no cursor.
@@ -338,8 +367,7 @@ func (a *assembler) trim(t *Txn) *Txn {
 
 // journalEvent announces a reshard cutover once, however many participants
 // send its JOURNAL.
-func (a *assembler) journalEvent(ev *binlogdatapb.VEvent) *Txn {
-	j := ev.Journal
+func (a *assembler) journalEvent(j *binlogdatapb.Journal) *Txn {
 	if j == nil || j.MigrationType != binlogdatapb.MigrationType_SHARDS {
 		return nil
 	}

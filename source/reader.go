@@ -12,6 +12,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
+	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
 // ErrStopped is returned by Next after a reader opened with StopOnReshard
@@ -251,12 +252,14 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	watch.waiting(r.waitFrom)
 	flags := r.flags()
 	flags.TablesToCopy = tablesToCopy(r.spec, pos)
-	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, pos, r.spec.Filter(), flags)
+	// vtgate knows no incarnations (position/incarnation.go).
+	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, position.Of(pos).ForVTGate(), r.spec.Filter(), flags)
 	if err != nil {
 		watch.received()
 		return pos, false, noJournal, stalled(err)
 	}
 	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal, r.c.opts.chunkBytes, r.open)
+	asm.incarnations = r.c.opts.incarnations
 	progressed, journal := false, noJournal
 	for first := true; ; first = false {
 		if !first {

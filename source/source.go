@@ -115,7 +115,19 @@ type options struct {
 	stallTimeout time.Duration
 	primaryPoll  time.Duration
 	onJournal    JournalHook
+	incarnations Incarnations
 }
+
+// Incarnations tells a reader the incarnation (position/incarnation.go)
+// of each shard of keyspace it reads without a position to say: a
+// stream opened at "current" or for a snapshot, and the targets of a
+// reshard it crosses. It is asked once per keyspace each time.
+type Incarnations func(ctx context.Context, keyspace string) (func(shard string) string, error)
+
+// WithIncarnations stamps positions with shard incarnations (DESIGN §4
+// rule 6). Without it every shard is of incarnation "": names are
+// identities, which holds as long as no reshard reuses one.
+func WithIncarnations(f Incarnations) Option { return func(o *options) { o.incarnations = f } }
 
 // JournalHook is called for every reshard JOURNAL any reader sees, with the
 // participant shard that sent it, before the transaction is delivered.

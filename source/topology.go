@@ -25,7 +25,7 @@ import (
 func (c *Client) Topology(ctx context.Context, keyspaces ...string) (Topology, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	topo := Topology{Shards: map[string]ShardState{}, Keyspaces: map[string]bool{}}
+	topo := Topology{Shards: map[string]ShardState{}, Keyspaces: map[string]bool{}, Terms: map[string]time.Time{}}
 	want := map[string]bool{}
 	for _, k := range keyspaces {
 		want[k] = true
@@ -44,6 +44,11 @@ func (c *Client) Topology(ctx context.Context, keyspaces ...string) (Topology, e
 		ks, shard, typ := row[1].ToString(), row[2].ToString(), row[3].ToString()
 		if want[ks] && strings.EqualFold(typ, "PRIMARY") {
 			topo.Shards[ks+"/"+shard] = ShardReadable
+			if len(row) >= 8 {
+				if t, err := time.Parse(time.RFC3339, row[7].ToString()); err == nil {
+					topo.Terms[ks+"/"+shard] = t
+				}
+			}
 		}
 	}
 	res, err = sess.Execute(ctx, "show vitess_shards", nil, false)
@@ -79,6 +84,15 @@ const (
 type Topology struct {
 	Shards    map[string]ShardState
 	Keyspaces map[string]bool
+	// Terms is when each shard's primary began its term (whole seconds;
+	// absent when vtgate does not know): it tells a retired shard still
+	// running from a new one of the same name (reshard.Live).
+	Terms map[string]time.Time
+}
+
+// TermStart returns when keyspace/shard's primary began its term, or zero.
+func (t Topology) TermStart(keyspace, shard string) time.Time {
+	return t.Terms[keyspace+"/"+shard]
 }
 
 // State returns the state of keyspace/shard; shards of keyspaces not asked

@@ -1,0 +1,72 @@
+package hub
+
+import (
+	"testing"
+	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/streams"
+)
+
+// The tables moved out of ks and home again, ks's shards -80 and 80- were
+// merged and split again (their binlogs begin anew), and the tables move
+// out a second time. A reader on the second -80/80- at 10 must cross the
+// second move (at 30), not the first (at 20 on the first -80/80-, whose
+// GTIDs read as ahead of the reader's by accident): DESIGN §4 rule 6.
+func TestMoveOfAnotherIncarnationIsNotCrossed(t *testing.T) {
+	fm := &fakeMover{}
+	e := moveEnv(t, fm)
+	var views []*reshard.Journal
+	for _, p := range []string{"-80", "80-"} {
+		j, _ := reshard.FromEvent(ks, p, &binlogdatapb.Journal{Id: 4, MigrationType: binlogdatapb.MigrationType_SHARDS,
+			LocalPosition: gtid(40), ShardGtids: fakevtgate.VGtid(ks, "0", "MariaDB/0-7-1").ShardGtids,
+			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
+		views = append(views, j)
+	}
+	merge := e.record(t, views...)
+	// The -80/80- serving now are new shards: their primaries began after
+	// the merge retired the names.
+	later := time.Now().Add(time.Hour)
+	e.fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "-80", Alias: "zone1-0000000300", TermStart: later},
+		fakevtgate.Tablet{Keyspace: ks, Shard: "80-", Alias: "zone1-0000000301", TermStart: later},
+		fakevtgate.Tablet{Keyspace: commerceKs, Shard: "0", Alias: "zone1-0000000302"})
+
+	second := func(n int) string { return position.Shard{GTID: gtid(n), Incarnation: merge.Key}.Text() }
+	first := moveOfT()
+	again := streams.Move{Journal: "j2", From: ks, To: commerceKs, Tables: []string{"t"},
+		Local: map[string]string{"-80": second(30), "80-": second(30)}, Targets: map[string]string{"0": "MariaDB/0-9-50"}}
+	fm.mu.Lock()
+	fm.moves = []streams.Move{first, again}
+	fm.mu.Unlock()
+	e.def.Moves = []streams.Move{first, again}
+
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		sLo.Txn(100, two(20, 10), field(sLo), row(sLo, "1")), // the first move's cutover, by number
+		sLo.Txn(100, two(30, 10), row(sLo, "2")),             // -80 reaches the second's
+		sLo.Txn(100, two(31, 10), row(sLo, "3")),             // a reverse copy on -80
+		sHi.Txn(100, two(31, 20), field(sHi), row(sHi, "4")),
+		sHi.Txn(100, two(31, 30), row(sHi, "5")), // 80- reaches the second's
+		sHi.Txn(100, two(31, 31), row(sHi, "6")), // a copy, never read
+	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-51"), field(c0), row(c0, "7")),
+	}})
+	from := position.New(position.Shard{Keyspace: ks, Shard: "-80", GTID: gtid(10), Incarnation: merge.Key},
+		position.Shard{Keyspace: ks, Shard: "80-", GTID: gtid(10), Incarnation: merge.Key}).VGtid()
+	s := e.open(t, From{Token: e.token(t, from)})
+	for _, want := range []string{"1", "2", "4", "5"} {
+		if got := summary(t, next(t, s).Txn); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	d := next(t, s)
+	isMoved(t, d.Txn)
+	samePos(t, "after the move", d.VGtid, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-50"))
+	if got := summary(t, next(t, s).Txn); got != "7" {
+		t.Fatalf("on the target: %q, want 7", got)
+	}
+	samePos(t, "source request (vtgate sees no incarnation)", e.fake.Call(t, 0).Req.Vgtid, two(10, 10))
+}
