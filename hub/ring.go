@@ -305,7 +305,7 @@ func movedShards(before, after *binlogdatapb.VGtid) []string {
 	var moved []string
 	pb := position.Of(before)
 	for _, s := range position.Of(after).Shards() {
-		if o, ok := pb.Lookup(s.Keyspace, s.Shard); !ok || o.GTID != s.GTID {
+		if o, ok := pb.Lookup(s.Keyspace, s.Shard); !ok || o.Text() != s.Text() {
 			moved = append(moved, s.Shard)
 		}
 	}

@@ -169,12 +169,14 @@ func FromEvent(keyspace, shard string, j *binlogdatapb.Journal) (rec *Journal, o
 		}
 	}
 	sort.Strings(rec.Participants)
+	// A journal a reader hands on carries incarnations (source/
+	// incarnation.go); the record, and so its key, holds what vtgate sent.
 	for _, sg := range j.ShardGtids {
-		rec.Targets = append(rec.Targets, ShardPos{Shard: sg.Shard, Gtid: sg.Gtid})
+		rec.Targets = append(rec.Targets, ShardPos{Shard: sg.Shard, Gtid: position.Entry(keyspace, sg.Shard, sg.Gtid).GTID})
 	}
 	sort.Slice(rec.Targets, func(a, b int) bool { return rec.Targets[a].Shard < rec.Targets[b].Shard })
 	rec.Key = journalKey(keyspace, j.Id, rec.Participants, rec.Targets)
-	rec.Local[shard] = j.LocalPosition
+	rec.Local[shard] = position.Entry(keyspace, shard, j.LocalPosition).GTID
 	return rec, true
 }
 

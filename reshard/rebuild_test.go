@@ -259,3 +259,20 @@ func TestLiveIncarnation(t *testing.T) {
 		}
 	}
 }
+
+// A journal handed on by a reader carries incarnations; its record and
+// key are those of the journal vtgate sent, or the watcher looks for a
+// journal nobody recorded.
+func TestJournalKeyIgnoresIncarnations(t *testing.T) {
+	raw := &binlogdatapb.Journal{Id: 10, MigrationType: binlogdatapb.MigrationType_SHARDS, LocalPosition: pos(70),
+		Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: "customer", Shard: "-80"}, {Keyspace: "customer", Shard: "80-"}},
+		ShardGtids:   []*binlogdatapb.ShardGtid{{Keyspace: "customer", Shard: "0", Gtid: pos(1)}}}
+	stamped := &binlogdatapb.Journal{Id: 10, MigrationType: binlogdatapb.MigrationType_SHARDS, LocalPosition: pos(70) + "~a",
+		Participants: raw.Participants,
+		ShardGtids:   []*binlogdatapb.ShardGtid{{Keyspace: "customer", Shard: "0", Gtid: pos(1) + "~b"}}}
+	a, _ := FromEvent("customer", "-80", raw)
+	b, _ := FromEvent("customer", "-80", stamped)
+	if a.Key != b.Key || !reflect.DeepEqual(a.Targets, b.Targets) || a.Local["-80"] != b.Local["-80"] {
+		t.Fatalf("raw %+v, stamped %+v", a, b)
+	}
+}
