@@ -371,6 +371,14 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 		if txn.Heartbeat {
 			return txn, nil
 		}
+		if j := txn.Journal; j != nil && txn.JournalDone && m.entry != nil && j.MigrationType == binlogdatapb.MigrationType_SHARDS {
+			// A reshard of ks: reading its new shards begins at the
+			// journal's target positions. A move out of ks now is one
+			// of those shards' (another incarnation's, when a merge
+			// back reuses a name): judged against where the reader
+			// entered the old ones it would never apply.
+			m.entry, m.looked = applyJournal(txn.VGtid, j), false
+		}
 		if m.entry == nil {
 			if joinable(txn.VGtid) {
 				m.entry = txn.VGtid

@@ -70,3 +70,41 @@ func TestMoveOfAnotherIncarnationIsNotCrossed(t *testing.T) {
 	}
 	samePos(t, "source request (vtgate sees no incarnation)", e.fake.Call(t, 0).Req.Vgtid, two(10, 10))
 }
+
+// A reader that entered ks on shard 0 and crossed a split reads -80 and
+// 80- from the journal's positions on: a move out of ks recorded on those
+// shards is ahead of it and crossed, though the shards it entered ks on
+// are not the move's (DESIGN §4.1 rule 3).
+func TestMoveAfterAReshardIsCrossed(t *testing.T) {
+	// moveEnv, with the old shard still readable (the cursor passes
+	// through) from the start: a topology changed under the reader reads
+	// as a reparent and reopens its VStream.
+	e := newEnv(t, WithMover(&fakeMover{moves: []streams.Move{moveOfT()}}))
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
+	e.fake.SetTopology(commerceKs, []string{"0"}, nil)
+	e.fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "0", Alias: "zone1-0000000100", TermStart: time.Unix(1_700_000_000, 0)},
+		fakevtgate.Tablet{Keyspace: ks, Shard: "-80", Alias: "zone1-0000000300"}, fakevtgate.Tablet{Keyspace: ks, Shard: "80-", Alias: "zone1-0000000400"},
+		fakevtgate.Tablet{Keyspace: commerceKs, Shard: "0", Alias: "zone1-0000000500"})
+	e.def.Keyspace, e.def.Moves = commerceKs, []streams.Move{moveOfT()}
+	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+		s0.JournalTxn(7, []string{"0"}, gtid(11), pos(12), "-80", gtid(5), "80-", gtid(5)),
+		sLo.Txn(100, two(6, 5), field(sLo), row(sLo, "2")),
+		sLo.Txn(100, two(20, 5), row(sLo, "3")), // -80 reaches the cutover
+		sLo.Txn(100, two(21, 5), row(sLo, "8")), // a reverse copy on -80
+		sHi.Txn(100, two(21, 20), field(sHi), row(sHi, "4")),
+		sHi.Txn(100, two(21, 21), row(sHi, "9")), // a copy, never read
+	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "5")),
+	}})
+	s := e.open(t, From{Token: e.token(t, pos(10))})
+	for _, want := range []string{"1", "reshard", "2", "3", "4"} {
+		if got := summary(t, next(t, s).Txn); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	isMoved(t, next(t, s).Txn)
+	if got := summary(t, next(t, s).Txn); got != "5" {
+		t.Fatalf("on the target: %q, want 5", got)
+	}
+}
