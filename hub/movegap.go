@@ -7,6 +7,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/position"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -29,6 +30,7 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		return nil, nil, fmt.Errorf("load the stream's moves: %w", err)
 	}
 	at := position.Of(pos)
+	var journals []*reshard.Journal // loaded when incarnations differ
 	for i := range moves {
 		m := &moves[i]
 		if m.From != ks {
@@ -36,7 +38,20 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		}
 		missing = nil
 		for _, l := range moveLocal(m).Shards() {
-			if c, ok := at.Lookup(ks, l.Shard); !ok || !c.Covers(l) {
+			c, ok := at.Lookup(ks, l.Shard)
+			if ok && c.Incarnation != l.Incarnation && h.rebuilder != nil {
+				// The move was out of another shard of the name (DESIGN
+				// §4 rule 6): one before the cursor's is behind it.
+				if journals == nil {
+					if journals, err = h.rebuilder.Journals(ctx, ks); err != nil {
+						return nil, nil, fmt.Errorf("load reshard journals: %w", err)
+					}
+				}
+				if reshard.Older(journals, l.Incarnation, c.Incarnation) {
+					continue
+				}
+			}
+			if !ok || !c.Covers(l) {
 				missing = append(missing, ks+"/"+l.Shard)
 			}
 		}

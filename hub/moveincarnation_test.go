@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -106,5 +107,30 @@ func TestMoveAfterAReshardIsCrossed(t *testing.T) {
 	isMoved(t, next(t, s).Txn)
 	if got := summary(t, next(t, s).Txn); got != "5" {
 		t.Fatalf("on the target: %q, want 5", got)
+	}
+}
+
+// A move out of an earlier shard of the name is behind a cursor on a
+// later one, whatever their GTIDs say: no gap (the soak's second cycle
+// resynced named readers at the next move out). A cursor on the shard
+// the move left from, behind its cutover, is one.
+func TestCompletedMoveOfAnEarlierIncarnationIsBehind(t *testing.T) {
+	e := moveEnv(t, &fakeMover{moves: []streams.Move{moveOfT()}, completed: true})
+	var views []*reshard.Journal
+	for _, p := range []string{"-80", "80-"} {
+		j, _ := reshard.FromEvent(ks, p, &binlogdatapb.Journal{Id: 4, MigrationType: binlogdatapb.MigrationType_SHARDS,
+			LocalPosition: gtid(40), ShardGtids: fakevtgate.VGtid(ks, "0", "MariaDB/0-7-1").ShardGtids,
+			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
+		views = append(views, j)
+	}
+	merge := e.record(t, views...)
+	later := position.New(position.Shard{Keyspace: ks, Shard: "-80", GTID: gtid(10), Incarnation: merge.Key},
+		position.Shard{Keyspace: ks, Shard: "80-", GTID: gtid(10), Incarnation: merge.Key}).VGtid()
+	ctx := context.Background()
+	if mv, missing, err := e.hub.behindCompletedMove(ctx, e.def, later); err != nil || mv != nil {
+		t.Fatalf("cursor on the later -80/80-: behind %v (missing %v, %v), want not", mv, missing, err)
+	}
+	if mv, missing, err := e.hub.behindCompletedMove(ctx, e.def, two(10, 10)); err != nil || mv == nil || len(missing) != 2 {
+		t.Fatalf("cursor on the move's -80/80- behind its cutover: %v, missing %v, %v", mv, missing, err)
 	}
 }

@@ -84,7 +84,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 	if mv, missing, err := h.behindCompletedMove(ctx, def, live); err != nil {
 		return nil, err
 	} else if mv != nil && !h.ringCovers(def, live) {
-		d := reshard.Decision{Outcome: reshard.Resync, Missing: missing}
+		d := reshard.Decision{Outcome: reshard.Resync, Missing: missing, From: live}
 		if def.OnGap == streams.OnGapFail {
 			h.observed(def, reshard.Failed, d)
 			return nil, &reshard.GapError{Missing: missing}
@@ -176,7 +176,8 @@ func (h *Hub) observed(def *streams.Definition, outcome reshard.Outcome, d resha
 		for _, j := range d.Applied {
 			applied = append(applied, fmt.Sprintf("%v->%v", j.From(), j.To()))
 		}
-		h.log.Info("cursor rebuilt", "stream", def.Name, "outcome", outcome, "journals", applied, "missing", d.Missing)
+		h.log.Info("cursor rebuilt", "stream", def.Name, "outcome", outcome, "journals", applied, "missing", d.Missing,
+			"cursor", position.Of(d.From).String())
 	}
 	if h.observe != nil {
 		h.observe(def.Name, outcome)

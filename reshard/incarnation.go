@@ -141,3 +141,23 @@ func (r *Registry) Incarnations(ctx context.Context, topo source.Topology, keysp
 		return Live(list, shard, st, topo.TermStart(keyspace, shard))
 	}, nil
 }
+
+// Older reports whether incarnation a of a shard name came before
+// incarnation b in list (one keyspace's journals, oldest first): ""
+// before every journal's, a journal's before a later one's. Unknown keys
+// are not ordered (false).
+func Older(list []*Journal, a, b string) bool {
+	at := func(key string) int {
+		if key == "" {
+			return -1
+		}
+		for i, j := range list {
+			if j.Key == key {
+				return i
+			}
+		}
+		return -2
+	}
+	ia, ib := at(a), at(b)
+	return ia != -2 && ib != -2 && ia < ib
+}

@@ -42,6 +42,8 @@ type Decision struct {
 	// Missing names the shards ("keyspace/shard") that made exact resume
 	// impossible.
 	Missing []string
+	// From is the cursor decided on, for the log.
+	From *binlogdatapb.VGtid
 }
 
 // Decide rebuilds cur against the topology and the recorded journals of
@@ -57,7 +59,7 @@ type Decision struct {
 //   - anything left gone → a gap: the caller applies the stream's on_gap.
 func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) Decision {
 	if AllServing(cur, topo, journals) {
-		return Decision{Outcome: Passthrough, VGtid: cur}
+		return Decision{Outcome: Passthrough, VGtid: cur, From: cur}
 	}
 	pos := position.Of(cur)
 	var applied []*Journal
@@ -78,11 +80,11 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 	switch {
 	case len(missing) > 0:
 		sort.Strings(missing)
-		return Decision{Outcome: Resync, Missing: missing, Applied: applied}
+		return Decision{Outcome: Resync, Missing: missing, Applied: applied, From: cur}
 	case len(applied) > 0:
-		return Decision{Outcome: Exact, VGtid: pos.VGtid(), Applied: applied}
+		return Decision{Outcome: Exact, VGtid: pos.VGtid(), Applied: applied, From: cur}
 	default:
-		return Decision{Outcome: Passthrough, VGtid: cur}
+		return Decision{Outcome: Passthrough, VGtid: cur, From: cur}
 	}
 }
 
