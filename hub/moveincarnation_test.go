@@ -21,14 +21,7 @@ import (
 func TestMoveOfAnotherIncarnationIsNotCrossed(t *testing.T) {
 	fm := &fakeMover{}
 	e := moveEnv(t, fm)
-	var views []*reshard.Journal
-	for _, p := range []string{"-80", "80-"} {
-		j, _ := reshard.FromEvent(ks, p, &binlogdatapb.Journal{Id: 4, MigrationType: binlogdatapb.MigrationType_SHARDS,
-			LocalPosition: gtid(40), ShardGtids: fakevtgate.VGtid(ks, "0", "MariaDB/0-7-1").ShardGtids,
-			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
-		views = append(views, j)
-	}
-	merge := e.record(t, views...)
+	merge := e.recordMerge(t)
 	// The -80/80- serving now are new shards: their primaries began after
 	// the merge retired the names.
 	later := time.Now().Add(time.Hour)
@@ -116,14 +109,7 @@ func TestMoveAfterAReshardIsCrossed(t *testing.T) {
 // the move left from, behind its cutover, is one.
 func TestCompletedMoveOfAnEarlierIncarnationIsBehind(t *testing.T) {
 	e := moveEnv(t, &fakeMover{moves: []streams.Move{moveOfT()}, completed: true})
-	var views []*reshard.Journal
-	for _, p := range []string{"-80", "80-"} {
-		j, _ := reshard.FromEvent(ks, p, &binlogdatapb.Journal{Id: 4, MigrationType: binlogdatapb.MigrationType_SHARDS,
-			LocalPosition: gtid(40), ShardGtids: fakevtgate.VGtid(ks, "0", "MariaDB/0-7-1").ShardGtids,
-			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
-		views = append(views, j)
-	}
-	merge := e.record(t, views...)
+	merge := e.recordMerge(t)
 	later := position.New(position.Shard{Keyspace: ks, Shard: "-80", GTID: gtid(10), Incarnation: merge.Key},
 		position.Shard{Keyspace: ks, Shard: "80-", GTID: gtid(10), Incarnation: merge.Key}).VGtid()
 	ctx := context.Background()
@@ -133,4 +119,19 @@ func TestCompletedMoveOfAnEarlierIncarnationIsBehind(t *testing.T) {
 	if mv, missing, err := e.hub.behindCompletedMove(ctx, e.def, two(10, 10)); err != nil || mv == nil || len(missing) != 2 {
 		t.Fatalf("cursor on the move's -80/80- behind its cutover: %v, missing %v, %v", mv, missing, err)
 	}
+}
+
+// recordMerge records the merge of ks's -80 and 80- into 0 at 40 on
+// each: the names -80 and 80- are retired, so shards serving under them
+// later are of the merge's incarnation.
+func (e *env) recordMerge(t *testing.T) *reshard.Journal {
+	t.Helper()
+	var views []*reshard.Journal
+	for _, p := range []string{"-80", "80-"} {
+		j, _ := reshard.FromEvent(ks, p, &binlogdatapb.Journal{Id: 4, MigrationType: binlogdatapb.MigrationType_SHARDS,
+			LocalPosition: gtid(40), ShardGtids: fakevtgate.VGtid(ks, "0", "MariaDB/0-7-1").ShardGtids,
+			Participants: []*binlogdatapb.KeyspaceShard{{Keyspace: ks, Shard: "-80"}, {Keyspace: ks, Shard: "80-"}}})
+		views = append(views, j)
+	}
+	return e.record(t, views...)
 }

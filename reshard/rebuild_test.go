@@ -127,16 +127,23 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			annotate(tc.journals, nil)
 			d := Decide(tc.cur, topo(tc.topo), map[string][]*Journal{"customer": tc.journals})
-			if d.Outcome != tc.outcome {
-				t.Fatalf("outcome %s, want %s (missing %v)", d.Outcome, tc.outcome, d.Missing)
-			}
-			if tc.want != nil && !reflect.DeepEqual(shardsOf(d.VGtid), tc.want) {
-				t.Fatalf("position %v, want %v", shardsOf(d.VGtid), tc.want)
-			}
-			if !reflect.DeepEqual(d.Missing, tc.missing) {
-				t.Fatalf("missing %v, want %v", d.Missing, tc.missing)
-			}
+			checkDecision(t, d, tc.outcome, tc.want, tc.missing)
 		})
+	}
+}
+
+// checkDecision fails t unless d has the outcome, the position (want; nil:
+// any) and the missing shards given.
+func checkDecision(t *testing.T, d Decision, outcome Outcome, want map[string]string, missing []string) {
+	t.Helper()
+	if d.Outcome != outcome {
+		t.Fatalf("outcome %s, want %s (missing %v)", d.Outcome, outcome, d.Missing)
+	}
+	if want != nil && !reflect.DeepEqual(shardsOf(d.VGtid), want) {
+		t.Fatalf("position %v, want %v", shardsOf(d.VGtid), want)
+	}
+	if !reflect.DeepEqual(d.Missing, missing) {
+		t.Fatalf("missing %v, want %v", d.Missing, missing)
 	}
 }
 
@@ -221,15 +228,7 @@ func TestDecideAcrossIncarnations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(tc.cur, tc.topo, journals)
-			if d.Outcome != tc.outcome {
-				t.Fatalf("outcome %s, want %s (missing %v)", d.Outcome, tc.outcome, d.Missing)
-			}
-			if tc.want != nil && !reflect.DeepEqual(shardsOf(d.VGtid), tc.want) {
-				t.Fatalf("position %v, want %v", shardsOf(d.VGtid), tc.want)
-			}
-			if !reflect.DeepEqual(d.Missing, tc.missing) {
-				t.Fatalf("missing %v, want %v", d.Missing, tc.missing)
-			}
+			checkDecision(t, d, tc.outcome, tc.want, tc.missing)
 		})
 	}
 }
