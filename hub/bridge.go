@@ -106,6 +106,8 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		return status, nil
 	}
 	status.State = "in_progress"
+	h.log.Debug("bridge capture starts", "stream", def.Name, "subscriber", sub, "journal", j.Key,
+		"from", position.Of(from).String(), "cutover", j.LocalPosition().String())
 	// Statuses are kept by the journal's keyspace: a stream whose tables
 	// moved reads another keyspace now (DESIGN §4.1).
 	h.saveBridgeStatus(ctx, j.Keyspace, status)
