@@ -25,13 +25,23 @@ import (
 // they count for nothing here; their participants are stamped with the
 // incarnation they had when the tables moved.
 
-// retiredBefore returns the key of the latest reshard journal of list
-// (oldest first) before index end that retired shard, or "".
-func retiredBefore(list []*Journal, shard string, end int) string {
+// lastRetired returns the index of the latest reshard journal of list
+// (oldest first) before index end that retired shard, or -1.
+func lastRetired(list []*Journal, shard string, end int) int {
 	for i := min(end, len(list)) - 1; i >= 0; i-- {
 		if j := list[i]; !j.Moves() && slices.Contains(j.Participants, shard) {
-			return j.Key
+			return i
 		}
+	}
+	return -1
+}
+
+// retiredBefore returns the key of the latest reshard journal of list
+// before index end that retired shard: the incarnation of the shard
+// serving under the name there, or "".
+func retiredBefore(list []*Journal, shard string, end int) string {
+	if i := lastRetired(list, shard, end); i >= 0 {
+		return list[i].Key
 	}
 	return ""
 }
@@ -84,12 +94,7 @@ func countBefore(list []*Journal, t time.Time) int {
 // shard is then rebuilt through r (exact when past r, a resync when
 // not), never handed to a shard with another history.
 func Live(list []*Journal, shard string, state source.ShardState, since time.Time) string {
-	last := -1
-	for i, j := range list {
-		if !j.Moves() && slices.Contains(j.Participants, shard) {
-			last = i
-		}
-	}
+	last := lastRetired(list, shard, len(list))
 	if last < 0 {
 		return ""
 	}

@@ -30,7 +30,7 @@ func TestMoveIntoAReusedNameStampsItsTargets(t *testing.T) {
 	if _, err := reg.Record(ctx, home); err != nil {
 		t.Fatal(err)
 	}
-	list, err := reg.List(ctx, "commerce")
+	list, err := reg.ListWithTargets(ctx, "commerce")
 	if err != nil || len(list) != 1 {
 		t.Fatalf("%v %v", list, err)
 	}

@@ -220,14 +220,26 @@ func (r *Registry) Record(ctx context.Context, j *Journal) (bool, error) {
 
 // List returns the keyspace's journals, participants' records merged,
 // oldest first, each knowing the incarnations of its shards
-// (incarnation.go).
+// (incarnation.go) — but a MoveTables journal's targets, which are
+// another keyspace's (ListWithTargets).
 func (r *Registry) List(ctx context.Context, keyspace string) ([]*Journal, error) {
 	list, err := r.list(ctx, keyspace)
 	if err != nil {
 		return nil, err
 	}
-	// A MoveTables journal's targets are another keyspace's shards: their
-	// incarnations are that keyspace's journals' to tell.
+	annotate(list, nil)
+	return list, nil
+}
+
+// ListWithTargets is List with the incarnations of MoveTables journals'
+// targets too, read from their keyspaces' journals: what following a
+// move needs (the Mover), and only it, so rebuilds on (re)connect read
+// one keyspace's journals, not every keyspace's its moves went to.
+func (r *Registry) ListWithTargets(ctx context.Context, keyspace string) ([]*Journal, error) {
+	list, err := r.list(ctx, keyspace)
+	if err != nil {
+		return nil, err
+	}
 	targets := map[string][]*Journal{}
 	for _, j := range list {
 		if t := j.Target(); j.Moves() && targets[t] == nil {

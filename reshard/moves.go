@@ -305,7 +305,7 @@ func (m *Mover) scan(ctx context.Context, keyspace string) error {
 	if len(found) == 0 {
 		return nil
 	}
-	all, err := m.reg.List(ctx, keyspace)
+	all, err := m.reg.ListWithTargets(ctx, keyspace)
 	if err != nil {
 		return err
 	}

@@ -58,8 +58,14 @@ type Decision struct {
 //     passthrough, vtgate walks them to the journal;
 //   - anything left gone → a gap: the caller applies the stream's on_gap.
 func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) Decision {
+	d := decide(cur, topo, journals)
+	d.From = cur
+	return d
+}
+
+func decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][]*Journal) Decision {
 	if AllServing(cur, topo, journals) {
-		return Decision{Outcome: Passthrough, VGtid: cur, From: cur}
+		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
 	pos := position.Of(cur)
 	var applied []*Journal
@@ -80,11 +86,11 @@ func Decide(cur *binlogdatapb.VGtid, topo source.Topology, journals map[string][
 	switch {
 	case len(missing) > 0:
 		sort.Strings(missing)
-		return Decision{Outcome: Resync, Missing: missing, Applied: applied, From: cur}
+		return Decision{Outcome: Resync, Missing: missing, Applied: applied}
 	case len(applied) > 0:
-		return Decision{Outcome: Exact, VGtid: pos.VGtid(), Applied: applied, From: cur}
+		return Decision{Outcome: Exact, VGtid: pos.VGtid(), Applied: applied}
 	default:
-		return Decision{Outcome: Passthrough, VGtid: cur, From: cur}
+		return Decision{Outcome: Passthrough, VGtid: cur}
 	}
 }
 
