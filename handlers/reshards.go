@@ -114,14 +114,12 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 				continue
 			}
 			rep.Bridges = append(rep.Bridges, b)
-			// A running bridge is about to change its subscriber's state.
-			// A failed one matters only while its subscriber still needs
-			// the old shards: one that came back and read across the
-			// cutover itself (or was deleted) pins nothing any more.
-			if b.State == "in_progress" || (b.State == "failed" && pinned[b.Stream+"/"+b.Subscriber]) {
-				safe = false
-			}
 		}
+		// Safety is the subscribers' states, not the bridges': a running
+		// bridge's subscriber is pinned until the bridge is in its state,
+		// and a bridge left in_progress by a replica that died, or a
+		// failed one, pins nothing once its subscriber read across the
+		// cutover itself (or was deleted).
 		rep.SafeToComplete = safe
 		out = append(out, rep)
 	}

@@ -98,11 +98,13 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 	for _, b := range st.Bridges {
 		if b.Journal == j.Key {
 			status.State, status.Events, status.Bytes = "done", b.Events, b.Bytes
+			h.settleStale(ctx, j.Keyspace, status)
 			return status, nil
 		}
 	}
 	if !reshard.BehindCutover(from, j) {
 		status.State = "not_needed"
+		h.settleStale(ctx, j.Keyspace, status)
 		return status, nil
 	}
 	status.State = "in_progress"
@@ -302,6 +304,24 @@ func (h *Hub) saveBridgeStatus(ctx context.Context, keyspace string, s *BridgeSt
 	if err := h.st.Put(context.WithoutCancel(ctx), bridgeNS(keyspace), key, b); err != nil {
 		h.log.Warn("saving bridge status failed", "key", key, "err", err)
 	}
+}
+
+// settleStale records s in place of an in_progress status left by a
+// replica that died mid-bridge (the journal watcher's next holder bridges
+// again, DESIGN §4 rule 3): /v1/reshards would show it running forever.
+// A subscriber that needs no bridge and has no status gets none (most
+// subscribers of a stream read across a cutover themselves).
+func (h *Hub) settleStale(ctx context.Context, keyspace string, s *BridgeStatus) {
+	raw, err := h.st.Get(ctx, bridgeNS(keyspace), s.Journal+"/"+s.Stream+"/"+s.Subscriber)
+	if err != nil {
+		return
+	}
+	var old BridgeStatus
+	if json.Unmarshal(raw, &old) != nil || old.State != "in_progress" {
+		return
+	}
+	s.Started, s.Finished = old.Started, time.Now().UTC()
+	h.saveBridgeStatus(ctx, keyspace, s)
 }
 
 // BridgeStatuses lists the bridges recorded for keyspace.

@@ -205,6 +205,38 @@ func TestBridge(t *testing.T) {
 	}
 }
 
+// A replica that dies mid-bridge leaves its status in_progress. The
+// watcher's next holder bridges again: a subscriber already bridged, or
+// one that read across the cutover meanwhile, must not keep showing a
+// bridge running forever (the soak waited on one for minutes).
+func TestStaleBridgeStatusIsSettled(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	j := e.recordJournal(t)
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
+	e.ack(t, "bob", pos(21)) // read across the cutover while the bridge ran
+	dead := &BridgeStatus{Journal: j.Key, Stream: e.def.Name, Subscriber: "bob", State: "in_progress", Started: time.Now().UTC()}
+	e.hub.saveBridgeStatus(ctx, j.Keyspace, dead)
+	if st, err := e.hub.BridgeSubscriber(ctx, e.def, "bob", j); err != nil || st.State != "not_needed" {
+		t.Fatalf("bridging again: %+v, %v", st, err)
+	}
+	statuses, err := e.hub.BridgeStatuses(ctx, j.Keyspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(statuses) != 1 || statuses[0].State != "not_needed" || statuses[0].Finished.IsZero() {
+		t.Fatalf("statuses after bridging again: %+v, want bob's not_needed", statuses)
+	}
+	// A subscriber that never had a status gets none.
+	e.ack(t, "carol", pos(22))
+	if _, err := e.hub.BridgeSubscriber(ctx, e.def, "carol", j); err != nil {
+		t.Fatal(err)
+	}
+	if statuses, _ := e.hub.BridgeStatuses(ctx, j.Keyspace); len(statuses) != 1 {
+		t.Fatalf("%d statuses, want only bob's", len(statuses))
+	}
+}
+
 // A bridge VStream that goes silent (vtgate searching for the old shard's
 // primary while the switch settles) is reopened from the last transaction
 // captured: nothing missed, nothing spooled twice.
