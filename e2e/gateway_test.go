@@ -181,6 +181,19 @@ func (g *gateway) start() {
 	}
 }
 
+// alive reports whether the process runs (it was not stopped or killed).
+func (g *gateway) alive() bool {
+	if g.done == nil {
+		return false
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // stop signals the process and waits for it to exit.
 func (g *gateway) stop(sig syscall.Signal) {
 	if g.cmd == nil || g.cmd.Process == nil {

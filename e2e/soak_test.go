@@ -263,7 +263,7 @@ func (s *soak) move(wf, from, to string) {
 func (s *soak) waitSafe(since time.Time) error {
 	return eventuallyCtx(s.ctx, 3*time.Minute, "every cutover safe to complete", func() error {
 		var rep movesReport
-		g := s.gws[0]
+		g := s.live()
 		if st, err := g.do(s.ctx, "GET", "/v1/reshards", nil, &rep); err != nil || st != 200 {
 			return fmt.Errorf("GET /v1/reshards: %d %v", st, err)
 		}
@@ -292,6 +292,16 @@ func (s *soak) waitSafe(since time.Time) error {
 	})
 }
 
+// live is a gateway that runs: one of the two is killed mid-cycle.
+func (s *soak) live() *gateway {
+	for _, g := range s.gws {
+		if g.alive() {
+			return g
+		}
+	}
+	return s.gws[0]
+}
+
 // stored describes a named reader's stored cursor (for the log).
 func (s *soak) stored(r *soakReader) string {
 	if r.sub == "" {
@@ -304,7 +314,7 @@ func (s *soak) stored(r *soakReader) string {
 			Bridges    int               `json:"bridges"`
 		} `json:"subscribers"`
 	}
-	if st, err := s.gws[0].do(s.ctx, "GET", "/v1/streams/"+r.stream+"/subscribers", nil, &list); err != nil || st != 200 {
+	if st, err := s.live().do(s.ctx, "GET", "/v1/streams/"+r.stream+"/subscribers", nil, &list); err != nil || st != 200 {
 		return fmt.Sprintf("GET subscribers: %d %v", st, err)
 	}
 	var v struct {

@@ -30,24 +30,37 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		return nil, nil, fmt.Errorf("load the stream's moves: %w", err)
 	}
 	at := position.Of(pos)
-	var journals []*reshard.Journal // loaded when incarnations differ
+	var journals []*reshard.Journal // loaded when shards differ
+	load := func() ([]*reshard.Journal, error) {
+		if journals == nil && h.rebuilder != nil {
+			if journals, err = h.rebuilder.Journals(ctx, ks); err != nil {
+				return nil, fmt.Errorf("load reshard journals: %w", err)
+			}
+		}
+		return journals, nil
+	}
 	for i := range moves {
 		m := &moves[i]
 		if m.From != ks {
 			continue
 		}
+		local := moveLocal(m)
+		if after, err := onShardsAfter(at, ks, local, m.Journal, load); err != nil {
+			return nil, nil, err
+		} else if after {
+			continue // taken on shards a reshard made after this cutover
+		}
 		missing = nil
-		for _, l := range moveLocal(m).Shards() {
+		for _, l := range local.Shards() {
 			c, ok := at.Lookup(ks, l.Shard)
 			if ok && c.Incarnation != l.Incarnation && h.rebuilder != nil {
 				// The move was out of another shard of the name (DESIGN
 				// §4 rule 6): one before the cursor's is behind it.
-				if journals == nil {
-					if journals, err = h.rebuilder.Journals(ctx, ks); err != nil {
-						return nil, nil, fmt.Errorf("load reshard journals: %w", err)
-					}
+				list, err := load()
+				if err != nil {
+					return nil, nil, err
 				}
-				if reshard.Older(journals, l.Incarnation, c.Incarnation) {
+				if reshard.Older(list, l.Incarnation, c.Incarnation) {
 					continue
 				}
 			}
@@ -68,4 +81,29 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		return m, missing, nil
 	}
 	return nil, nil, nil
+}
+
+// onShardsAfter reports whether pos holds a shard of ks that the move
+// (its source positions local, its journal key) was not recorded on and
+// that a reshard recorded after the move created: pos was taken after
+// the cutover. (0 → -80,80- after a move out of 0: the cursor lacks 0
+// and is not behind the move.) Shards the move was recorded on are
+// judged by position; journals are loaded only when pos holds others.
+func onShardsAfter(pos position.Position, ks string, local position.Position, key string, load func() ([]*reshard.Journal, error)) (bool, error) {
+	for _, c := range pos.Shards() {
+		if c.Keyspace != ks || c.Shard == "" {
+			continue
+		}
+		if l, ok := local.Lookup(ks, c.Shard); ok && l.Incarnation == c.Incarnation {
+			continue
+		}
+		list, err := load()
+		if err != nil || list == nil {
+			return false, err
+		}
+		if reshard.CreatedAfter(list, key, c.Shard, c.Incarnation) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

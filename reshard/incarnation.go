@@ -147,6 +147,27 @@ func (r *Registry) Incarnations(ctx context.Context, topo source.Topology, keysp
 	}, nil
 }
 
+// CreatedAfter reports whether the shard named shard in incarnation inc
+// was created by a reshard journal of list (one keyspace's, oldest first)
+// recorded after the journal key: a position on it is past key's cutover
+// (a split after a MoveTables move out of the shard it split). False when
+// key is not in list or no later journal created that shard.
+func CreatedAfter(list []*Journal, key, shard, inc string) bool {
+	k := slices.IndexFunc(list, func(j *Journal) bool { return j.Key == key })
+	if k < 0 {
+		return false
+	}
+	for _, j := range list[k+1:] {
+		if j.Moves() {
+			continue
+		}
+		if to, ok := j.to[shard]; ok && to == inc {
+			return true
+		}
+	}
+	return false
+}
+
 // Older reports whether incarnation a of a shard name came before
 // incarnation b in list (one keyspace's journals, oldest first): ""
 // before every journal's, a journal's before a later one's. Unknown keys
