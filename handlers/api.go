@@ -307,6 +307,9 @@ func streamError(err error) error {
 	if errors.As(err, &td) {
 		return apiErr(http.StatusConflict, "tables_dropped", td.Error())
 	}
+	if errors.Is(err, hub.ErrSpoolGone) {
+		return apiErr(http.StatusConflict, "spool_gone", err.Error())
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		return errStoreUnavailable
 	}

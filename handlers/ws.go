@@ -333,7 +333,7 @@ func (ws *wsSession) ended(err error) {
 		var e *Error
 		if errors.As(streamError(err), &e) && e.Status == http.StatusConflict {
 			// The stream cannot go on from here (tables_dropped,
-			// resume_impossible): the reason is the code a poller gets
+			// resume_impossible, spool_gone): the reason is the code a poller gets
 			// with its 409, so that a client tells it from an outage.
 			d.Reason, d.Message = e.Code, e.Message
 		}

@@ -75,7 +75,7 @@ func decodeSpoolEntry(b []byte) (*source.Txn, error) {
 // after the subscriber acked past it and the grace had passed, DESIGN §4
 // rule 3). Reading on would skip the rest of it, so the reader fails; the
 // subscriber's stored cursor, past the spool, is where it resumes.
-var ErrSpoolGone = errors.New("bridge spool is gone: the subscriber acked past it; resume from its stored cursor")
+var ErrSpoolGone = errors.New("bridge spool is gone: the subscriber acked past it; reconnect as the subscriber without a cursor to resume from its stored cursor")
 
 // spoolSource replays a spool from after seq, then ends with io.EOF.
 //
