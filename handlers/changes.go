@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
@@ -74,6 +75,7 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
+	wait = untilTokenExpiry(ctx, wait)
 	sub, err := subscriberParam(r)
 	if err != nil {
 		WriteError(w, a.Log, err)
@@ -135,7 +137,7 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
 	// The subscription is parked between pages: the collector lives for
 	// this page only, and holds nothing back for the next one.
-	opts := []hub.CollectOption{hub.FirstWait(max(a.Limits.FirstWait, wait)), hub.NoHoldBack(), hub.EndInside()}
+	opts := []hub.CollectOption{hub.FirstWait(untilTokenExpiry(ctx, max(a.Limits.FirstWait, wait))), hub.NoHoldBack(), hub.EndInside()}
 	if wait == 0 {
 		// Without wait, any delivery is news to a client at the live end (a
 		// position update); a replay or snapshot waits (up to FirstWait) for
@@ -260,4 +262,18 @@ func durationParam(s string, max time.Duration) (time.Duration, error) {
 		d = max
 	}
 	return d, nil
+}
+
+// untilTokenExpiry cuts a long-poll's wait at the exp of the request's
+// token: a page answers with what arrived before exp, never holds the
+// request open past it to hand over rows the token no longer covers
+// (WebSocket and SSE end at exp likewise). The next request, with an
+// expired token, is refused with 401; with a fresh one it resumes from
+// the page's cursor.
+func untilTokenExpiry(ctx context.Context, wait time.Duration) time.Duration {
+	p := auth.FromContext(ctx)
+	if p == nil || p.Anonymous || p.Expires.IsZero() {
+		return wait
+	}
+	return max(0, min(wait, time.Until(p.Expires)))
 }

@@ -213,3 +213,41 @@ func TestSSETokenExpiry(t *testing.T) {
 		t.Errorf("the stream goes on after token_expired: %q", rest)
 	}
 }
+
+// A long-poll ends at its token's exp, with what arrived before it: it
+// never holds the request open past exp to hand over rows the token no
+// longer covers. (The next request with that token is refused with 401
+// once the verifier's leeway for clock skew has passed too.)
+func TestLongPollEndsAtTokenExpiry(t *testing.T) {
+	f := newExpiryFixture(t)
+	// Far less than the 30 s wait asked: a page held to its wait fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	token := f.token(t, "alice", exp, "customer.customer")
+	get := func() (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/v1/streams/customers/changes?wait=30s&cursor="+f.tok, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		return f.srv.Client().Do(req)
+	}
+	resp, err := get()
+	if err != nil {
+		t.Fatalf("long-poll held past the token's exp: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Vsg-Next-Cursor") == "" {
+		t.Fatalf("long-poll: %d, next cursor %q; want 200 with a cursor", resp.StatusCode, resp.Header.Get("Vsg-Next-Cursor"))
+	}
+	// Past exp, within the verifier's leeway for clock skew (30 s), the
+	// token still verifies: the page is answered at once, never held.
+	for time.Now().Before(exp) {
+		if resp, err = get(); err != nil {
+			t.Fatalf("long-poll held past the token's exp: %v", err)
+		}
+		resp.Body.Close()
+	}
+	if resp, err = get(); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request past the token's exp, within the leeway: %v %v, want 200 at once", resp, err)
+	}
+	resp.Body.Close()
+}
