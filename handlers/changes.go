@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
@@ -137,15 +138,15 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
 	// The subscription is parked between pages: the collector lives for
 	// this page only, and holds nothing back for the next one.
-	opts := []hub.CollectOption{hub.FirstWait(untilTokenExpiry(ctx, max(a.Limits.FirstWait, wait))), hub.NoHoldBack(), hub.EndInside()}
+	opts := []feed.CollectOption{feed.FirstWait(untilTokenExpiry(ctx, max(a.Limits.FirstWait, wait))), feed.NoHoldBack(), feed.EndInside()}
 	if wait == 0 {
 		// Without wait, any delivery is news to a client at the live end (a
 		// position update); a replay or snapshot waits (up to FirstWait) for
 		// its first rows, so the first page is not an empty one.
-		opts = append(opts, hub.WaitWhile(func() bool { return s.Fresh() || !s.CaughtUp() }))
+		opts = append(opts, feed.WaitWhile(func() bool { return s.Fresh() || !s.CaughtUp() }))
 	}
-	c := hub.NewCollector(scopedFeed{s, outboundFor(ctx, s.Definition().Name, "pull")}, opts...)
-	res, err := c.Collect(ctx, b, hub.Limits{Events: limit})
+	c := feed.NewCollector(scopedFeed{s, outboundFor(ctx, s.Definition().Name, "pull")}, opts...)
+	res, err := c.Collect(ctx, b, feed.Limits{Events: limit})
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 	return nil
 }
 
-// Add implements hub.Batch: it appends the transaction's events as NDJSON
+// Add implements feed.Batch: it appends the transaction's events as NDJSON
 // lines or as members of the JSON array.
 func (b *batch) Add(d *hub.Delivery) {
 	for i := range d.Events {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
@@ -25,8 +26,8 @@ func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Dura
 }
 
 // pumpFeed is pump reading s through feed f (a WebSocket's parkFeed).
-func pumpFeed(ctx context.Context, f hub.Feed, s *hub.Subscription, out sink, interval time.Duration) error {
-	c := hub.NewCollector(f, hub.OnIdle(interval, func(ctx context.Context) error {
+func pumpFeed(ctx context.Context, f feed.Reader, s *hub.Subscription, out sink, interval time.Duration) error {
+	c := feed.NewCollector(f, feed.OnIdle(interval, func(ctx context.Context) error {
 		// The cursor moves even when nothing is sent: position-only
 		// transactions are passed over, the heartbeat carries their cursor.
 		cursor, err := s.Cursor(ctx)

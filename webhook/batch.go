@@ -10,6 +10,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -18,7 +19,7 @@ import (
 // Feed is an ordered view of a stream, one whole transaction at a time:
 // what *hub.Subscription provides.
 type Feed interface {
-	hub.Feed
+	feed.Reader
 	Close()
 }
 

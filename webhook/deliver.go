@@ -11,6 +11,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/position"
@@ -77,7 +78,7 @@ func (d *deliverer) run(ctx context.Context) error {
 type session struct {
 	d      *deliverer
 	feed   Feed
-	c      *hub.Collector      // batches of ss.feed
+	c      *feed.Collector     // batches of ss.feed
 	start  *binlogdatapb.VGtid // the stored cursor
 	pos    *binlogdatapb.VGtid // the position read up to
 	target *inflight           // a recorded batch to rebuild first
@@ -129,7 +130,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 	// heartbeats (every second) and transactions the filter emptied would
 	// otherwise keep a webhook that matches nothing from ever storing the
 	// position it has read up to.
-	ss.c = hub.NewCollector(ss.feed, hub.OnIdle(d.s.idleAck, ss.idle), hub.SplitTxns())
+	ss.c = feed.NewCollector(ss.feed, feed.OnIdle(d.s.idleAck, ss.idle), feed.SplitTxns())
 	for {
 		b, err := ss.collect(ctx)
 		if err != nil {
@@ -153,7 +154,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 // events, then takes whole transactions that are ready (or arrive within
 // batch_max_wait) while they fit in batch_max_events and batch_max_bytes.
 // A whole transaction larger is a batch of its own; a chunked one is cut
-// into parts (hub.SplitTxns, DESIGN §8). A
+// into parts (feed.SplitTxns, DESIGN §8). A
 // batch recorded before a takeover is rebuilt to its recorded end instead.
 func (ss *session) collect(ctx context.Context) (*batch, error) {
 	d := ss.d
@@ -167,8 +168,8 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 	if !targetEnd.IsZero() {
 		err = ss.rebuild(ctx, b, targetEnd)
 	} else {
-		var res hub.Collected
-		res, err = ss.c.Collect(ctx, collecting{ss, b}, hub.Limits{Events: wh.BatchMaxEvents, Bytes: wh.MaxBytes(), Linger: wh.BatchMaxWait.D()})
+		var res feed.Collected
+		res, err = ss.c.Collect(ctx, collecting{ss, b}, feed.Limits{Events: wh.BatchMaxEvents, Bytes: wh.MaxBytes(), Linger: wh.BatchMaxWait.D()})
 		b.part, b.more = res.Part, res.Partial
 	}
 	if err != nil {
@@ -228,7 +229,7 @@ type collecting struct {
 	b  *batch
 }
 
-// Add implements hub.Batch. Position-only transactions before the batch's
+// Add implements feed.Batch. Position-only transactions before the batch's
 // first events only move the position read up to: the batch starts at the
 // stored cursor and spans from there to its last transaction.
 func (c collecting) Add(d *hub.Delivery) {

@@ -1,4 +1,9 @@
-package hub
+// Package feed cuts a subscription into what transports send: batches of
+// whole transactions (a pull page, a webhook call) or one transaction at a
+// time as it comes (SSE, WebSocket), within limits given per call. The hub
+// hands each reader a *hub.Subscription; a transport reads it through a
+// Collector and encodes what the Collector hands it (DESIGN §6).
+package feed
 
 import (
 	"context"
@@ -6,16 +11,18 @@ import (
 	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/hub"
 )
 
-// Feed is an ordered view of a stream, one whole transaction at a time:
-// what *Subscription provides. Transports may wrap it (a pull request
+// Reader is an ordered view of a stream, one whole transaction at a time:
+// what *hub.Subscription provides. Transports may wrap it (a pull request
 // applies its token's table scope as it reads).
-type Feed interface {
+type Reader interface {
 	// Next blocks for the next transaction.
-	Next(ctx context.Context) (*Delivery, error)
+	Next(ctx context.Context) (*hub.Delivery, error)
 	// TryNext returns a transaction only if one is ready now.
-	TryNext(ctx context.Context) (*Delivery, bool, error)
+	TryNext(ctx context.Context) (*hub.Delivery, bool, error)
 }
 
 // Batch receives what Collect reads, whole transactions in order. The
@@ -24,61 +31,12 @@ type Batch interface {
 	// Add takes one transaction. Position-only ones (no events: the
 	// filter dropped their rows) are passed too, because they move the
 	// position a batch ends at; heartbeats are not.
-	Add(d *Delivery)
-}
-
-// Limits bound one batch; zero means unbounded. They are given per call,
-// so that a consumer whose settings change (a webhook's batch_max_events)
-// applies them from its next batch.
-type Limits struct {
-	// Events bounds the events of a batch, Bytes their size (the encoded
-	// events, Event.JSON, without cursors or separators).
-	Events int
-	Bytes  int
-	// Linger is how long Collect, once a batch has its first events,
-	// waits for more transactions to fill it; 0 takes only what is ready.
-	Linger time.Duration
-}
-
-// full reports whether a batch has reached a limit.
-func (l Limits) full(c *Collected) bool {
-	return l.Events > 0 && c.Events >= l.Events || l.Bytes > 0 && c.Bytes >= l.Bytes
-}
-
-// over reports whether a transaction of events and bytes would take a
-// batch past a limit. An empty batch takes any transaction: transactions
-// are never split, so one larger than the limits is a batch of its own.
-func (l Limits) over(c *Collected, events, bytes int) bool {
-	if c.Events == 0 {
-		return false
-	}
-	return l.Events > 0 && c.Events+events > l.Events || l.Bytes > 0 && c.Bytes+bytes > l.Bytes
-}
-
-// Collected describes a batch Collect made.
-type Collected struct {
-	Events int
-	Bytes  int
-	// Cursor is the cursor after the last transaction added: the batch
-	// ends at a transaction boundary, and a reader resumes from it. Empty
-	// if Collect added none.
-	Cursor string
-	// Drained: the batch ended because nothing more was ready (or came
-	// within Limits.Linger), not at a limit or on a failure.
-	Drained bool
-	// TimedOut: the wait for a first transaction with events ran out
-	// (FirstWait).
-	TimedOut bool
-	// Part numbers, from 1, the batches of one chunked transaction that
-	// SplitTxns cut to the limits (0: a batch of whole transactions).
-	// Partial: more of the transaction follows; Cursor is empty.
-	Part    int
-	Partial bool
+	Add(d *hub.Delivery)
 }
 
 // ErrWaitOver is what Next returns when its wait for a transaction with
 // events ended (FirstWait, WaitWhile) before one came.
-var ErrWaitOver = errors.New("hub: the wait for a transaction with events is over")
+var ErrWaitOver = errors.New("feed: the wait for a transaction with events is over")
 
 // Collector reads a feed in batches of whole transactions, for the
 // transports that take a stream a batch at a time (pull pages, webhook
@@ -92,7 +50,7 @@ var ErrWaitOver = errors.New("hub: the wait for a transaction with events is ove
 // reading some of a batch: the batch is returned, and the error with the
 // next call.
 type Collector struct {
-	feed Feed
+	feed Reader
 
 	idleEvery  time.Duration
 	onIdle     func(ctx context.Context) error
@@ -101,7 +59,7 @@ type Collector struct {
 	waitWhile  func() bool
 	noHoldBack bool
 
-	held *Delivery
+	held *hub.Delivery
 	err  error
 
 	// split: chunked transactions are cut to the limits (SplitTxns);
@@ -120,57 +78,8 @@ type Collector struct {
 	before *binlogdatapb.VGtid
 }
 
-// CollectOption configures a Collector.
-type CollectOption func(*Collector)
-
-// OnIdle runs fn whenever every passes, while the collector waits for a
-// transaction with events, without one: counted from the start of the
-// wait and from fn's previous run. Push transports send a heartbeat from
-// it, webhooks store the position of rows their filter dropped. An error
-// from fn ends the wait with that error.
-func OnIdle(every time.Duration, fn func(ctx context.Context) error) CollectOption {
-	return func(c *Collector) { c.idleEvery, c.onIdle = every, fn }
-}
-
-// FirstWait bounds the wait for a batch's first transaction with events:
-// once d has passed, Collect goes on with what is ready and reports
-// TimedOut. Without it the wait lasts until the context ends.
-func FirstWait(d time.Duration) CollectOption {
-	return func(c *Collector) { c.firstWait, c.boundWait = d, true }
-}
-
-// WaitWhile makes the collector wait for a first transaction with events
-// only while f reports true, asked before it waits and after every
-// transaction it reads. A pull at the live end of a stream answers with
-// whatever news it has (a moved position) at once, while a replay or a
-// snapshot waits for its first rows.
-func WaitWhile(f func() bool) CollectOption { return func(c *Collector) { c.waitWhile = f } }
-
-// NoHoldBack makes the transaction that crosses a limit end the batch,
-// added whole, instead of being held for the next batch. It is for a
-// collector that does not outlive its batch: a pull request's
-// subscription is parked between pages, and a transaction held back by a
-// collector would be lost with it.
-func NoHoldBack() CollectOption { return func(c *Collector) { c.noHoldBack = true } }
-
-// SplitTxns makes a chunked transaction (DESIGN §3.1) batches of its own,
-// cut to the limits, with a cursor only on the last (Collected.Part,
-// Partial): for webhooks, whose batches must stay bounded. The cut
-// depends only on the transaction's events and the limits, so the same
-// transaction read again is cut into the same parts. Without it a
-// batch never ends inside a transaction, however large (pull pages).
-func SplitTxns() CollectOption { return func(c *Collector) { c.split = true } }
-
-// EndInside lets a batch end inside a chunked transaction (DESIGN §3.1)
-// when it is full or nothing more is ready, as a pull page does: its
-// cursor then resumes inside the transaction (Subscription.ResumeCursor),
-// and the feed cuts pieces to the room left (SplitCopy), so a page holds
-// at most its limit of events however large the transaction. Without it
-// (and SplitTxns) a batch ends only where a transaction does.
-func EndInside() CollectOption { return func(c *Collector) { c.endInside = true } }
-
 // NewCollector returns a collector reading f.
-func NewCollector(f Feed, opts ...CollectOption) *Collector {
+func NewCollector(f Reader, opts ...CollectOption) *Collector {
 	c := &Collector{feed: f}
 	for _, o := range opts {
 		o(c)
@@ -254,7 +163,7 @@ func (c *Collector) Collect(ctx context.Context, b Batch, lim Limits) (Collected
 // collectPart makes the next batch of a chunked transaction from d on:
 // its events while they fit in lim (at least one), up to the
 // transaction's last piece. What does not fit is held for the next part.
-func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Delivery, res Collected) (Collected, error) {
+func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *hub.Delivery, res Collected) (Collected, error) {
 	c.part++
 	res.Part = c.part
 	for {
@@ -272,9 +181,9 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 			head.Events, head.Partial, head.VGtid = d.Events[:n:n], true, c.before
 			rest.Events, rest.Continued = d.Events[n:], true
 			if n > 0 {
-				c.add(b, &res, &Delivery{Txn: &head}, bytes)
+				c.add(b, &res, &hub.Delivery{Txn: &head}, bytes)
 			}
-			c.held = &Delivery{Txn: &rest, Cursor: d.Cursor}
+			c.held = &hub.Delivery{Txn: &rest, Cursor: d.Cursor}
 			res.Partial = true
 			return res, nil
 		}
@@ -300,7 +209,7 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *Del
 
 // fit reports how many of d's events, from the first, fit in the batch
 // (at least one in an empty batch), and their size.
-func fit(lim Limits, res *Collected, d *Delivery) (n, bytes int) {
+func fit(lim Limits, res *Collected, d *hub.Delivery) (n, bytes int) {
 	for i := range d.Events {
 		size := len(d.Events[i].JSON)
 		events := res.Events + n
@@ -332,7 +241,7 @@ func (c *Collector) room(lim Limits, res *Collected) {
 // Next returns the next transaction with events, passing over
 // position-only transactions and heartbeats: a batch of one, for
 // transports that send each transaction as it comes.
-func (c *Collector) Next(ctx context.Context) (*Delivery, error) {
+func (c *Collector) Next(ctx context.Context) (*hub.Delivery, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
@@ -347,7 +256,7 @@ func (c *Collector) Next(ctx context.Context) (*Delivery, error) {
 // first waits for the first transaction with events and returns it;
 // position-only transactions before it go to b, if not nil. It returns
 // nil and no error when the wait ends without one.
-func (c *Collector) first(ctx context.Context, b Batch, res *Collected) (*Delivery, error) {
+func (c *Collector) first(ctx context.Context, b Batch, res *Collected) (*hub.Delivery, error) {
 	if d := c.held; d != nil {
 		c.held = nil
 		return d, nil
@@ -401,7 +310,7 @@ func (c *Collector) deadline(start, idleFrom time.Time) (t time.Time, ends bool)
 
 // next reads the next transaction, waiting until deadline (zero: until ctx
 // ends). timedOut reports that the deadline passed first.
-func (c *Collector) next(ctx context.Context, deadline time.Time) (d *Delivery, timedOut bool, err error) {
+func (c *Collector) next(ctx context.Context, deadline time.Time) (d *hub.Delivery, timedOut bool, err error) {
 	if deadline.IsZero() {
 		d, err = c.feed.Next(ctx)
 		return d, false, err
@@ -413,7 +322,7 @@ func (c *Collector) next(ctx context.Context, deadline time.Time) (d *Delivery, 
 	return d, timedOut, err
 }
 
-func (c *Collector) add(b Batch, res *Collected, d *Delivery, bytes int) {
+func (c *Collector) add(b Batch, res *Collected, d *hub.Delivery, bytes int) {
 	c.inside = d.Partial
 	b.Add(d)
 	res.Events += len(d.Events)
@@ -423,7 +332,7 @@ func (c *Collector) add(b Batch, res *Collected, d *Delivery, bytes int) {
 
 // eventBytes is the encoded size of a transaction's events, as Limits
 // count it.
-func eventBytes(d *Delivery) int {
+func eventBytes(d *hub.Delivery) int {
 	n := 0
 	for i := range d.Events {
 		n += len(d.Events[i].JSON)

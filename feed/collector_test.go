@@ -1,4 +1,4 @@
-package hub
+package feed
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
+	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -20,13 +21,13 @@ type chanFeed struct {
 }
 
 type feedItem struct {
-	d   *Delivery
+	d   *hub.Delivery
 	err error
 }
 
 func newChanFeed() *chanFeed { return &chanFeed{ch: make(chan feedItem, 100)} }
 
-func (f *chanFeed) Next(ctx context.Context) (*Delivery, error) {
+func (f *chanFeed) Next(ctx context.Context) (*hub.Delivery, error) {
 	select {
 	case it := <-f.ch:
 		return it.d, it.err
@@ -35,7 +36,7 @@ func (f *chanFeed) Next(ctx context.Context) (*Delivery, error) {
 	}
 }
 
-func (f *chanFeed) TryNext(context.Context) (*Delivery, bool, error) {
+func (f *chanFeed) TryNext(context.Context) (*hub.Delivery, bool, error) {
 	select {
 	case it := <-f.ch:
 		return it.d, it.err == nil, it.err
@@ -53,12 +54,12 @@ func (f *chanFeed) txn(n, size int) string {
 	for i := range evs {
 		evs[i] = event.Event{Type: event.TypeChange, JSON: make([]byte, size)}
 	}
-	f.ch <- feedItem{d: &Delivery{Txn: &source.Txn{Events: evs}, Cursor: c}}
+	f.ch <- feedItem{d: &hub.Delivery{Txn: &source.Txn{Events: evs}, Cursor: c}}
 	return c
 }
 
 func (f *chanFeed) heartbeat() {
-	f.ch <- feedItem{d: &Delivery{Txn: &source.Txn{Heartbeat: true}, Cursor: "hb"}}
+	f.ch <- feedItem{d: &hub.Delivery{Txn: &source.Txn{Heartbeat: true}, Cursor: "hb"}}
 }
 
 func (f *chanFeed) fail(err error) { f.ch <- feedItem{err: err} }
@@ -70,7 +71,7 @@ type recBatch struct {
 	cursors []string
 }
 
-func (b *recBatch) Add(d *Delivery) {
+func (b *recBatch) Add(d *hub.Delivery) {
 	b.sizes = append(b.sizes, len(d.Events))
 	b.cursors = append(b.cursors, d.Cursor)
 }

@@ -1,4 +1,4 @@
-package hub
+package feed
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
@@ -18,7 +19,7 @@ type idsBatch struct {
 	ids []string
 }
 
-func (b *idsBatch) Add(d *Delivery) {
+func (b *idsBatch) Add(d *hub.Delivery) {
 	if s := summary(b.t, d.Txn); s != "" {
 		b.ids = append(b.ids, s)
 	}
@@ -44,13 +45,13 @@ func hugeTxn() [][]*binlogdatapb.VEvent {
 // finds the parked subscription or opens a VStream of its own (which reads
 // the transaction again and drops what the reader has).
 func TestPagesInsideChunkedTransaction(t *testing.T) {
-	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)})
+	e := newEnv(t, source.WithChunkBytes(1))
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: hugeTxn()})
 	ctx := context.Background()
 	cursor := e.token(t, pos(10))
 	var pages []string
 	for page := 1; page <= 20 && !strings.HasSuffix(strings.Join(pages, " "), "10"); page++ {
-		s, err := e.hub.Open(ctx, e.def, From{Token: cursor})
+		s, err := e.hub.Open(ctx, e.def, hub.From{Token: cursor})
 		if err != nil {
 			t.Fatalf("page %d: Open(%s): %v", page, cursor, err)
 		}
@@ -67,7 +68,7 @@ func TestPagesInsideChunkedTransaction(t *testing.T) {
 		if cursor, err = s.ResumeCursor(ctx); err != nil {
 			t.Fatal(err)
 		}
-		v, skip, err := e.hub.codec.DecodeIn(ctx, scope(e.def), cursor)
+		v, skip, err := e.codec.DecodeIn(ctx, scope(e.def), cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
