@@ -25,9 +25,9 @@ import (
 // follows there (the copies), announces `moved` once and continues on the
 // target keyspace from the journal's positions.
 
-// Mover is what the hub needs to follow MoveTables cutovers; the server
+// MoveWatch is what the hub needs to follow MoveTables cutovers; the server
 // builds it from reshard.Mover and the stream registry.
-type Mover interface {
+type MoveWatch interface {
 	// Pending reports whether a MoveTables workflow involves one of
 	// tables of keyspace.
 	Pending(keyspace string, tables []string) bool
@@ -49,8 +49,8 @@ type Mover interface {
 	Completed(ctx context.Context, keyspace string, tables []string) (bool, error)
 }
 
-// WithMover makes readers follow MoveTables cutovers.
-func WithMover(m Mover) Option { return func(h *Hub) { h.mover = m } }
+// WithMoveWatch makes readers follow MoveTables cutovers.
+func WithMoveWatch(m MoveWatch) Option { return func(h *Hub) { h.moves = m } }
 
 // movingSource reads a stream from a position, across MoveTables cutovers.
 type movingSource struct {
@@ -97,7 +97,7 @@ type lookup struct {
 // at pos, not to the target keyspace's after a move.
 func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
 	ks := keyspaceOf(pos, def.Keyspace)
-	if h.mover == nil {
+	if h.moves == nil {
 		spec := h.spec(def, ks)
 		return h.watchDropped(ctx, def, spec, h.src.Open(ctx, spec, pos, opts...))
 	}
@@ -175,7 +175,7 @@ func (m *movingSource) applicable(ctx context.Context, ks string, entry *binlogd
 	if entry == nil {
 		return nil, nil
 	}
-	moves, err := m.h.mover.Moves(ctx, m.def.Name)
+	moves, err := m.h.moves.Moves(ctx, m.def.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (m *movingSource) startLookup(gate bool, after, rulesAfter time.Time) {
 	go func() {
 		defer close(l.done)
 		if gate && !rulesAfter.IsZero() {
-			if err := m.h.mover.Fresh(m.ctx, rulesAfter); err != nil {
+			if err := m.h.moves.Fresh(m.ctx, rulesAfter); err != nil {
 				if m.ctx.Err() != nil {
 					l.err = m.ctx.Err()
 					return
@@ -210,7 +210,7 @@ func (m *movingSource) startLookup(gate bool, after, rulesAfter time.Time) {
 				m.h.log.Warn("MoveTables: reading routing rules after a possible switch failed; using the last ones read",
 					"stream", m.def.Name, "keyspace", ks, "err", err)
 			}
-			gate = m.h.mover.Pending(ks, m.def.TableNames())
+			gate = m.h.moves.Pending(ks, m.def.TableNames())
 		}
 		if gate {
 			if l.err = m.sync(m.ctx, ks, after); l.err != nil {
@@ -286,7 +286,7 @@ func (m *movingSource) finish() {
 func (m *movingSource) sync(ctx context.Context, ks string, t time.Time) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := m.h.mover.Sync(ctx, ks, t)
+		err := m.h.moves.Sync(ctx, ks, t)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
@@ -384,7 +384,7 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 				m.entry = txn.VGtid
 				m.looked = true // a reader from the live end has no move ahead yet
 			}
-		} else if m.cut == nil && m.h.mover.Pending(m.ks, m.def.TableNames()) {
+		} else if m.cut == nil && m.h.moves.Pending(m.ks, m.def.TableNames()) {
 			// A workflow moves these tables: this transaction may come
 			// after the cutover. Only a journal read that began after it
 			// arrived can tell.

@@ -40,7 +40,7 @@ func TestMoveDropsChunkedTransactionPastCut(t *testing.T) {
 	}
 	mv := streams.Move{Journal: "j1", From: ks, To: "commerce", Tables: []string{"t"},
 		Local: map[string]string{"-80": g("-80", 20), "80-": g("80-", 20)}, Targets: map[string]string{"0": "MariaDB/0-9-5"}}
-	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)}, WithMover(oneMove{mv}))
+	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)}, WithMoveWatch(oneMove{mv}))
 	lo, hi := fakevtgate.Shard{Keyspace: ks, Name: "-80"}, fakevtgate.Shard{Keyspace: ks, Name: "80-"}
 	rowOn := func(s fakevtgate.Shard, id string) []*binlogdatapb.VEvent { return []*binlogdatapb.VEvent{row(s, id)} }
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
@@ -77,7 +77,7 @@ func TestMoveResumeInTxnNotCarriedToTarget(t *testing.T) {
 	}
 	mv := streams.Move{Journal: "j1", From: ks, To: "commerce", Tables: []string{"t"},
 		Local: map[string]string{"-80": g("-80", 20), "80-": g("80-", 20)}, Targets: map[string]string{"0": "MariaDB/0-9-5"}}
-	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)}, WithMover(oneMove{mv}))
+	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)}, WithMoveWatch(oneMove{mv}))
 	c0 := fakevtgate.Shard{Keyspace: "commerce", Name: "0"}
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		{field(c0), c0.Begin(100)}, {row(c0, "1")}, {row(c0, "2")}, {row(c0, "3")},

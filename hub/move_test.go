@@ -111,7 +111,7 @@ func (f *fakeMover) Moves(context.Context, string) ([]streams.Move, error) {
 // moved (keyspace commerce, its move recorded).
 func moveEnv(t *testing.T, fm *fakeMover) *env {
 	t.Helper()
-	e := newEnv(t, WithMover(fm))
+	e := newEnv(t, WithMoveWatch(fm))
 	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
 	e.fake.SetTopology(commerceKs, []string{"0"}, nil)
 	e.def.Keyspace, e.def.Moves = commerceKs, []streams.Move{moveOfT()}
@@ -195,7 +195,7 @@ func TestMoveCrossingAtCutover(t *testing.T) {
 // waits. The read that finds the journal makes the reader cross there.
 func TestMoveGate(t *testing.T) {
 	fm := &fakeMover{pending: true, release: make(chan func(), 1)}
-	e := newEnv(t, WithMover(fm))
+	e := newEnv(t, WithMoveWatch(fm))
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
 		s0.Txn(100, pos(20), row(s0, "2")),
@@ -398,7 +398,7 @@ func TestMoveGapAfterComplete(t *testing.T) {
 // tables, and then for the journal read that recognises it as a copy.
 func TestMoveGateAfterTrace(t *testing.T) {
 	fm := &fakeMover{release: make(chan func(), 1)}
-	e := newEnv(t, WithMover(fm))
+	e := newEnv(t, WithMoveWatch(fm))
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
 		s0.Txn(100, pos(12)), // another table's transaction: a trace

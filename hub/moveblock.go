@@ -34,7 +34,7 @@ func (m *movingSource) applicableBlock(ctx context.Context, ks string, entry *bi
 	if entry == nil {
 		return nil, nil
 	}
-	b, err := m.h.mover.Blocked(ctx, m.def.Name)
+	b, err := m.h.moves.Blocked(ctx, m.def.Name)
 	if err != nil || b == nil || b.From != ks || len(b.Local) == 0 {
 		return nil, err
 	}

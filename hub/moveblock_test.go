@@ -17,7 +17,7 @@ import (
 func TestMoveBlockedPartial(t *testing.T) {
 	fm := &fakeMover{block: &streams.Block{Reason: streams.BlockPartialMove, Journal: "jp", From: ks, To: commerceKs,
 		Tables: []string{"t"}, Local: map[string]string{"-80": gtid(20), "80-": gtid(20)}}}
-	e := newEnv(t, WithMover(fm))
+	e := newEnv(t, WithMoveWatch(fm))
 	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
 	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		sLo.Txn(100, two(11, 10), field(sLo), row(sLo, "1")),

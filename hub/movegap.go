@@ -21,11 +21,11 @@ const ResyncTablesMoved = "tables_moved"
 // nothing can read the source up to the cutover any more. missing names
 // the source shards pos is behind on ("keyspace/shard").
 func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (mv *streams.Move, missing []string, err error) {
-	if h.mover == nil || !position.Of(pos).Concrete() {
+	if h.moves == nil || !position.Of(pos).Concrete() {
 		return nil, nil, nil
 	}
 	ks := keyspaceOf(pos, def.Keyspace)
-	moves, err := h.mover.Moves(ctx, def.Name)
+	moves, err := h.moves.Moves(ctx, def.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the stream's moves: %w", err)
 	}
@@ -71,7 +71,7 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		if len(missing) == 0 {
 			continue // at or past this cutover: movingSource crosses it at once
 		}
-		done, err := h.mover.Completed(ctx, ks, m.Tables)
+		done, err := h.moves.Completed(ctx, ks, m.Tables)
 		if err != nil {
 			return nil, nil, fmt.Errorf("is the MoveTables workflow completed: %w", err)
 		}

@@ -73,7 +73,7 @@ func TestMoveAfterAReshardIsCrossed(t *testing.T) {
 	// moveEnv, with the old shard still readable (the cursor passes
 	// through) from the start: a topology changed under the reader reads
 	// as a reparent and reopens its VStream.
-	e := newEnv(t, WithMover(&fakeMover{moves: []streams.Move{moveOfT()}}))
+	e := newEnv(t, WithMoveWatch(&fakeMover{moves: []streams.Move{moveOfT()}}))
 	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
 	e.fake.SetTopology(commerceKs, []string{"0"}, nil)
 	e.fake.SetTablets(fakevtgate.Tablet{Keyspace: ks, Shard: "0", Alias: "zone1-0000000100", TermStart: time.Unix(1_700_000_000, 0)},

@@ -62,7 +62,7 @@ func TestMoveBridgeLeased(t *testing.T) {
 	}
 	recA, recB := &logRecorder{}, &logRecorder{}
 	e.hub.log = slog.New(recA)
-	b := New(e.src, codec, e.st, WithLogger(slog.New(recB)), WithTails(TailOptions{}), WithMover(fm),
+	b := New(e.src, codec, e.st, WithLogger(slog.New(recB)), WithTails(TailOptions{}), WithMoveWatch(fm),
 		WithHolder("replica-b"), WithMoveBridgeLease(2*time.Second))
 	b.bridgeStall = time.Minute
 	t.Cleanup(b.Close)
@@ -111,7 +111,7 @@ func TestMoveBridgeLeased(t *testing.T) {
 	}
 	// A replica that finds the cutover later does not even ask for the lease.
 	recC := &logRecorder{}
-	c := New(e.src, codec, e.st, WithLogger(slog.New(recC)), WithTails(TailOptions{}), WithMover(fm), WithHolder("replica-c"))
+	c := New(e.src, codec, e.st, WithLogger(slog.New(recC)), WithTails(TailOptions{}), WithMoveWatch(fm), WithHolder("replica-c"))
 	c.bridgeMovedLeased(ctx, defs, j)
 	c.Close()
 	if recC.logged("lease acquired") || e.fake.Calls() != 1 {

@@ -13,25 +13,25 @@ import (
 // the cutovers and moves the stream definitions whose tables they carry;
 // the hub's readers follow the definitions.
 
-// hubMover adapts the reshard.Mover and the stream registry to hub.Mover.
-type hubMover struct {
+// moveWatch adapts the reshard.Mover and the stream registry to hub.MoveWatch.
+type moveWatch struct {
 	m   *reshard.Mover
 	reg *streams.Registry
 }
 
-func (h hubMover) Pending(keyspace string, tables []string) bool {
+func (h moveWatch) Pending(keyspace string, tables []string) bool {
 	return h.m.Pending(keyspace, tables)
 }
 
-func (h hubMover) Fresh(ctx context.Context, after time.Time) error {
+func (h moveWatch) Fresh(ctx context.Context, after time.Time) error {
 	return h.m.Fresh(ctx, after)
 }
 
-func (h hubMover) Sync(ctx context.Context, keyspace string, after time.Time) error {
+func (h moveWatch) Sync(ctx context.Context, keyspace string, after time.Time) error {
 	return h.m.Sync(ctx, keyspace, after)
 }
 
-func (h hubMover) Blocked(ctx context.Context, stream string) (*streams.Block, error) {
+func (h moveWatch) Blocked(ctx context.Context, stream string) (*streams.Block, error) {
 	d, err := h.reg.Fresh(ctx, stream)
 	if err != nil {
 		return nil, err
@@ -39,11 +39,11 @@ func (h hubMover) Blocked(ctx context.Context, stream string) (*streams.Block, e
 	return d.Blocked, nil
 }
 
-func (h hubMover) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
+func (h moveWatch) Completed(ctx context.Context, keyspace string, tables []string) (bool, error) {
 	return h.m.Completed(ctx, keyspace, tables)
 }
 
-func (h hubMover) Moves(ctx context.Context, stream string) ([]streams.Move, error) {
+func (h moveWatch) Moves(ctx context.Context, stream string) ([]streams.Move, error) {
 	d, err := h.reg.Fresh(ctx, stream)
 	if err != nil {
 		return nil, err

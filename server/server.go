@@ -117,7 +117,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
 			return nil, err
 		}
-		hubOpts = append(hubOpts, hub.WithMover(hubMover{m: s.mover, reg: reg}))
+		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: reg}))
 	}
 	s.hub = hub.New(s.src, codec, st, hubOpts...)
 	s.watcher = reshard.NewWatcher(s.src, st, journals, s.replica, servedKeyspaces(reg),
