@@ -43,7 +43,7 @@ type Hub struct {
 
 	rebuilder Rebuilder
 	observe   RebuildObserver
-	moves MoveWatch // nil: MoveTables cutovers are not followed
+	moves     MoveWatch // nil: MoveTables cutovers are not followed
 
 	holder       string        // this replica, in leases
 	moveLeaseTTL time.Duration // MoveTables bridging leases
