@@ -272,7 +272,7 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 	after := j.Apply(position.Of(last))
 	if j.Moves() {
 		// The tables left the source keyspace altogether.
-		after = after.Replace(j.Keyspace, shardNames(after.InKeyspace(j.Keyspace)))
+		after = after.Replace(j.Keyspace, after.InKeyspace(j.Keyspace).ShardNames())
 	}
 	return after.VGtid(), nil
 }

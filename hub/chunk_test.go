@@ -8,6 +8,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -19,7 +20,7 @@ func ringPiece(r *ring, n int, partial, continued bool) {
 		txn.VGtid = pos(n - 1)
 	}
 	before, _ := r.head()
-	r.append(txn, txn.VGtid, movedShards(before, txn.VGtid))
+	r.append(txn, txn.VGtid, position.Of(before).Moved(position.Of(txn.VGtid)))
 }
 
 // A reader joins the ring only where a transaction starts: a position

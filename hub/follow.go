@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -308,7 +307,7 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 	if f.aligned {
 		f.pos = e.after
 	} else {
-		f.pos = advance(f.pos, e.after, e.moved)
+		f.pos = position.Of(f.pos).Advance(position.Of(e.after), e.moved).VGtid()
 		f.aligned = position.Of(f.pos).Identical(position.Of(e.after))
 	}
 	if f.aligned && !e.txn.Partial && e.shared != nil {
@@ -327,41 +326,11 @@ func (f *followSource) take(e *ringEntry) (*source.Txn, bool) {
 }
 
 // holds reports whether the reader's position already includes every shard
-// position e moves to.
+// position e moves to (DESIGN §5.3), on the keyspace e is on: a stream's
+// tables can move to another (DESIGN §4.1).
 func (f *followSource) holds(e *ringEntry) bool {
-	return holds(keyspaceOf(e.after, f.def.Keyspace), f.pos, e.after, e.moved)
-}
-
-// holds reports whether a reader at pos already has a transaction that
-// moved the given shards of keyspace (the one after is on: a stream's
-// tables can move to another, DESIGN §4.1) to their positions in after:
-// pos covers after on each of them (DESIGN §5.3).
-func holds(keyspace string, pos, after *binlogdatapb.VGtid, moved []string) bool {
-	mine, theirs := position.Of(pos), position.Of(after)
-	for _, shard := range moved {
-		m, ok1 := mine.Lookup(keyspace, shard)
-		t, ok2 := theirs.Lookup(keyspace, shard)
-		if !ok1 || !ok2 || !m.Covers(t) {
-			return false
-		}
-	}
-	return true
-}
-
-// advance is the reader's position after a transaction that moved the
-// given shards to their positions in after: those shards (and shards new to
-// the reader, after a reshard) at after's positions, the reader's own
-// positions elsewhere; shards after no longer names are dropped.
-func advance(pos, after *binlogdatapb.VGtid, moved []string) *binlogdatapb.VGtid {
-	mine := position.Of(pos)
-	var out []position.Shard
-	for _, s := range position.Of(after).Shards() {
-		if m, ok := mine.Lookup(s.Keyspace, s.Shard); ok && !slices.Contains(moved, s.Shard) {
-			s = m
-		}
-		out = append(out, s)
-	}
-	return position.New(out...).VGtid()
+	after := position.Of(e.after)
+	return position.Of(f.pos).Holds(after.Keyspace(f.def.Keyspace), after, e.moved)
 }
 
 // cursorToken returns the token of the last delivery when it is the

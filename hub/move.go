@@ -96,7 +96,7 @@ type lookup struct {
 // hub follows moves, else a plain reader. opts apply to the VStream opened
 // at pos, not to the target keyspace's after a move.
 func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
-	ks := keyspaceOf(pos, def.Keyspace)
+	ks := position.Of(pos).Keyspace(def.Keyspace)
 	if h.moves == nil {
 		spec := h.spec(def, ks)
 		return h.watchDropped(ctx, def, spec, h.src.Open(ctx, spec, pos, opts...))
@@ -111,17 +111,6 @@ func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binl
 
 func (h *Hub) spec(def *streams.Definition, keyspace string) source.Spec {
 	return source.Spec{Name: def.Name, Keyspace: keyspace, Rules: def.VitessRules()}
-}
-
-// keyspaceOf is the keyspace a position is on (a stream reads one at a
-// time), or def when it names none.
-func keyspaceOf(pos *binlogdatapb.VGtid, def string) string {
-	for _, sg := range pos.GetShardGtids() {
-		if sg.Keyspace != "" {
-			return sg.Keyspace
-		}
-	}
-	return def
 }
 
 // moveLocal is the position the source shards of m stopped at.
@@ -149,21 +138,13 @@ func moveApply(pos *binlogdatapb.VGtid, m *streams.Move) *binlogdatapb.VGtid {
 	p := position.Of(pos).Replace(m.From, old, targets...)
 	// Shards of the source the journal does not name have nothing more
 	// for these tables either.
-	return p.Replace(m.From, shardNames(p.InKeyspace(m.From))).VGtid()
+	return p.Replace(m.From, p.InKeyspace(m.From).ShardNames()).VGtid()
 }
 
 func mapKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
-	}
-	return out
-}
-
-func shardNames(p position.Position) []string {
-	var out []string
-	for _, s := range p.Shards() {
-		out = append(out, s.Shard)
 	}
 	return out
 }
@@ -424,7 +405,7 @@ func (m *movingSource) pastCut(txn *source.Txn) bool {
 // ks that cur already has at or past their cutover positions in local: on
 // a MoveTables source, a reverse copy (or the journal's own transaction).
 func pastLocal(cur *binlogdatapb.VGtid, txn *source.Txn, ks string, local position.Position) bool {
-	moved := movedShards(cur, txn.VGtid)
+	moved := position.Of(cur).Moved(position.Of(txn.VGtid))
 	if len(moved) == 0 && txn.Partial && len(txn.Events) > 0 {
 		// A piece of a chunked transaction (DESIGN §3.1) is at the
 		// position before it: its shard is the one its events are on

@@ -24,7 +24,7 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 	if h.moves == nil || !position.Of(pos).Concrete() {
 		return nil, nil, nil
 	}
-	ks := keyspaceOf(pos, def.Keyspace)
+	ks := position.Of(pos).Keyspace(def.Keyspace)
 	moves, err := h.moves.Moves(ctx, def.Name)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load the stream's moves: %w", err)

@@ -152,7 +152,7 @@ func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdata
 func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (reshard.Decision, error) {
 	// The keyspace of the position: a cursor from before a MoveTables
 	// cutover is on the keyspace the stream's tables left (DESIGN §4.1).
-	ks := keyspaceOf(pos, def.Keyspace)
+	ks := position.Of(pos).Keyspace(def.Keyspace)
 	topo, err := h.rebuilder.Topology(ctx, ks)
 	if err != nil {
 		// Without a topology view, let vtgate judge the cursor: it fails

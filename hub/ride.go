@@ -6,6 +6,7 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -33,7 +34,7 @@ type TailRide struct {
 // RideTail returns a ride on the running tail of a stream of keyspace
 // whose ring covers from, or false when no running tail does.
 func (h *Hub) RideTail(keyspace string, from *binlogdatapb.VGtid) (*TailRide, bool) {
-	if !joinable(from) || keyspaceOf(from, keyspace) != keyspace {
+	if !joinable(from) || position.Of(from).Keyspace(keyspace) != keyspace {
 		return nil, false
 	}
 	h.mu.Lock()
@@ -60,7 +61,7 @@ func (r *TailRide) Next(ctx context.Context) (*source.Txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if keyspaceOf(txn.VGtid, r.keyspace) != r.keyspace {
+	if position.Of(txn.VGtid).Keyspace(r.keyspace) != r.keyspace {
 		// The stream followed its tables to another keyspace (DESIGN
 		// §4.1): the watcher of this one reads on by itself.
 		return nil, ErrRideEnded

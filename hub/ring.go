@@ -116,7 +116,7 @@ func (r *ring) append(txn *source.Txn, after *binlogdatapb.VGtid, moved []string
 		e.start = r.openStart
 	}
 	r.open, r.openStart = txn.Partial, e.start
-	if len(r.entries) > 0 && !sameShards(e.before, r.entries[len(r.entries)-1].before) {
+	if len(r.entries) > 0 && !position.Of(e.before).SameShards(position.Of(r.entries[len(r.entries)-1].before)) {
 		r.segments = append(r.segments, e.seq)
 	}
 	r.entries = append(r.entries, e)
@@ -283,31 +283,4 @@ func (r *ring) joinAt(pos *binlogdatapb.VGtid) (uint64, bool) {
 		return at(lo + uint64(i-1))
 	}
 	return 0, false
-}
-
-// sameShards reports whether two positions name the same shards.
-func sameShards(a, b *binlogdatapb.VGtid) bool {
-	pa, pb := position.Of(a), position.Of(b)
-	if pa.Len() != pb.Len() {
-		return false
-	}
-	for _, s := range pa.Shards() {
-		if _, ok := pb.Lookup(s.Keyspace, s.Shard); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// movedShards lists the shards whose position differs between before and
-// after (shards only in after included).
-func movedShards(before, after *binlogdatapb.VGtid) []string {
-	var moved []string
-	pb := position.Of(before)
-	for _, s := range position.Of(after).Shards() {
-		if o, ok := pb.Lookup(s.Keyspace, s.Shard); !ok || o.Text() != s.Text() {
-			moved = append(moved, s.Shard)
-		}
-	}
-	return moved
 }

@@ -9,6 +9,7 @@ import (
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -33,7 +34,7 @@ func TestRingJoinAt(t *testing.T) {
 			for _, p := range [][2]int{{11, 10}, {11, 11}, {12, 11}, {12, 12}} {
 				after := at(p[0], p[1])
 				before, _ := r.head()
-				r.append(&source.Txn{VGtid: after}, after, movedShards(before, after))
+				r.append(&source.Txn{VGtid: after}, after, position.Of(before).Moved(position.Of(after)))
 			}
 			cases := []struct {
 				name string
@@ -101,7 +102,7 @@ func TestRingBehind(t *testing.T) {
 	for i, p := range [][2]int{{11, 10}, {11, 11}, {12, 11}, {12, 12}} {
 		after := at(p[0], p[1])
 		before, _ := r.head()
-		r.append(&source.Txn{VGtid: after, CommitTS: int64(100 + i)}, after, movedShards(before, after))
+		r.append(&source.Txn{VGtid: after, CommitTS: int64(100 + i)}, after, position.Of(before).Moved(position.Of(after)))
 	}
 	now := time.Unix(110, 0)
 	got, ok := r.behind(ks, at(11, 10), now)

@@ -186,12 +186,12 @@ func (s *spoolSource) join(t *source.Txn) bool {
 		return true
 	}
 	s.has = false
-	moved := movedShards(s.prev, t.VGtid)
+	moved := position.Of(s.prev).Moved(position.Of(t.VGtid))
 	s.prev = t.VGtid
-	if len(moved) > 0 && holds(s.keyspace, s.pos, t.VGtid, moved) {
+	if len(moved) > 0 && position.Of(s.pos).Holds(s.keyspace, position.Of(t.VGtid), moved) {
 		return false
 	}
-	s.pos = advance(s.pos, t.VGtid, moved)
+	s.pos = position.Of(s.pos).Advance(position.Of(t.VGtid), moved).VGtid()
 	if position.Of(s.pos).Identical(position.Of(t.VGtid)) {
 		s.pos = nil
 	} else {

@@ -94,7 +94,7 @@ func (r *ring) behind(keyspace string, pos *binlogdatapb.VGtid, now time.Time) (
 	first := map[string]int64{}
 	for i := int(seq - r.first); i >= 0 && i < len(r.entries); i++ {
 		e := r.entries[i]
-		if len(e.moved) == 0 || holds(keyspace, pos, e.after, e.moved) {
+		if len(e.moved) == 0 || position.Of(pos).Holds(keyspace, position.Of(e.after), e.moved) {
 			continue
 		}
 		for _, shard := range e.moved {

@@ -231,7 +231,7 @@ func (t *tail) run(ctx context.Context) {
 		after := txn.VGtid
 		var moved []string
 		if !txn.Heartbeat {
-			moved = movedShards(before, txn.VGtid)
+			moved = position.Of(before).Moved(position.Of(txn.VGtid))
 		}
 		if j := txn.Journal; j != nil && j.MigrationType == binlogdatapb.MigrationType_SHARDS && txn.JournalDone && !journals[j.Id] {
 			// vtgate continues on the journal's shards from its positions:
