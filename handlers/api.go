@@ -24,6 +24,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // Limits bounds what a single request may ask for.
@@ -303,7 +304,7 @@ func streamError(err error) error {
 	if errors.As(err, &ge) {
 		return apiErr(http.StatusConflict, "resume_impossible", ge.Error())
 	}
-	var td *hub.TablesDroppedError
+	var td *upstream.TablesDroppedError
 	if errors.As(err, &td) {
 		return apiErr(http.StatusConflict, "tables_dropped", td.Error())
 	}

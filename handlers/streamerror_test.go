@@ -12,6 +12,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/store"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // A stream's failure reaches every transport as one API error: a
@@ -36,7 +37,7 @@ func TestStreamErrorCodes(t *testing.T) {
 		code   string
 	}{
 		{&reshard.GapError{Missing: []string{"customer/0"}}, http.StatusConflict, "resume_impossible"},
-		{&hub.TablesDroppedError{}, http.StatusConflict, "tables_dropped"},
+		{&upstream.TablesDroppedError{}, http.StatusConflict, "tables_dropped"},
 		{fmt.Errorf("replaying: %w", hub.ErrSpoolGone), http.StatusConflict, "spool_gone"},
 		{fmt.Errorf("reading: %w", store.ErrUnavailable), http.StatusServiceUnavailable, "store_unavailable"},
 		{errors.New("rpc error: code = Unknown"), http.StatusBadGateway, "upstream_failed"},

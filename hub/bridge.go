@@ -17,6 +17,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // Bridging (DESIGN §4 rule 3). A named subscriber that went away before a
@@ -238,7 +239,7 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 		if txn.Journal != nil {
 			continue
 		}
-		if j.Moves() && pastLocal(last, txn, j.Keyspace, local) {
+		if j.Moves() && upstream.PastCutover(last, txn, j.Keyspace, local) {
 			continue
 		}
 		if txn.Partial {
@@ -278,7 +279,7 @@ func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlog
 }
 
 // cutoverNotice is the control event of j that readers online across it
-// get: `moved` for a MoveTables cutover (as hub/move.go emits it),
+// get: `moved` for a MoveTables cutover (as upstream/move.go emits it),
 // `reshard` otherwise (as plan.go's exact rewrites do).
 func cutoverNotice(j *reshard.Journal) *BridgeNotice {
 	if j.Moves() {

@@ -14,6 +14,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // dropBatch is the DROP TABLE of t that `MoveTables complete` writes at
@@ -22,7 +23,7 @@ func dropBatch(n int) []*binlogdatapb.VEvent {
 	return []*binlogdatapb.VEvent{s0.Pos(pos(n)), s0.DDL(100, "drop table if exists `vt_customer`.`t`")}
 }
 
-// wantDropped reads s up to its end and requires the TablesDroppedError.
+// wantDropped reads s up to its end and requires the upstream.TablesDroppedError.
 func wantDropped(t *testing.T, what string, s *Subscription) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -30,9 +31,9 @@ func wantDropped(t *testing.T, what string, s *Subscription) {
 	for {
 		d, err := s.Next(ctx)
 		if err != nil {
-			var td *TablesDroppedError
+			var td *upstream.TablesDroppedError
 			if !errors.As(err, &td) || len(td.Tables) != 1 || td.Tables[0] != "t" {
-				t.Fatalf("%s: %v, want the TablesDroppedError of t", what, err)
+				t.Fatalf("%s: %v, want the upstream.TablesDroppedError of t", what, err)
 			}
 			return
 		}
@@ -77,8 +78,8 @@ func TestTailEndsEveryFollowerWhenTablesDropped(t *testing.T) {
 		wantDropped(t, "reader "+name, s)
 	}
 	// A reader that only polls (TryNext) gets it too.
-	if _, _, err := first.TryNext(context.Background()); !errors.As(err, new(*TablesDroppedError)) {
-		t.Errorf("TryNext after the end: %v, want the TablesDroppedError", err)
+	if _, _, err := first.TryNext(context.Background()); !errors.As(err, new(*upstream.TablesDroppedError)) {
+		t.Errorf("TryNext after the end: %v, want the upstream.TablesDroppedError", err)
 	}
 	if n := e.fake.Calls(); n != 1 {
 		t.Errorf("%d VStream calls, want the tail's only (no reader reads on past the DROP)", n)
@@ -95,7 +96,7 @@ func refusal() error {
 // DESIGN §4.1 rule 9: a cursor from before the DROP read where no tail
 // holds what followed (after a restart) is refused by vttablet; once
 // vtgate confirms the table gone, the refusal is the same gap as the DROP
-// seen online, under on_gap: the TablesDroppedError, or a resync (reason
+// seen online, under on_gap: the upstream.TablesDroppedError, or a resync (reason
 // tables_dropped) and reading on from the live end — never a retry from
 // the refused position.
 func TestRefusedPositionTablesDropped(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // followSource is the live part of every subscription: it reads the stream
@@ -191,7 +192,7 @@ func (f *followSource) Next(ctx context.Context) (*source.Txn, error) {
 // itself ended (its tables dropped, on_gap fail): a follower ends with the
 // same error instead of reading on privately from past the end.
 func streamEnded(err error) bool {
-	var dropped *TablesDroppedError
+	var dropped *upstream.TablesDroppedError
 	return errors.As(err, &dropped)
 }
 
@@ -226,7 +227,7 @@ func (f *followSource) openPrivate() {
 	if f.open > 0 {
 		opts = append(opts, source.ResumeInTxn(f.open))
 	}
-	f.private = f.h.openStream(f.h.ctx, f.def, f.pos, opts...)
+	f.private = f.h.up.Open(f.h.ctx, f.def, f.pos, opts...)
 }
 
 // errJoinCheckDue ends a wait on the catch-up VStream that has gone on

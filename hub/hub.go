@@ -23,16 +23,13 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
-
-// Opener opens readers; *source.Client is the production one.
-type Opener interface {
-	Open(ctx context.Context, spec source.Spec, from *binlogdatapb.VGtid, opts ...source.ReadOption) *source.Reader
-}
 
 // Hub hands out subscriptions.
 type Hub struct {
-	src     Opener
+	src     upstream.Opener
+	up      *upstream.Upstream // every VStream a reader or a tail reads
 	codec   *cursor.Codec
 	st      store.Store
 	cursors *Cursors
@@ -43,7 +40,7 @@ type Hub struct {
 
 	rebuilder Rebuilder
 	observe   RebuildObserver
-	moves     MoveWatch // nil: MoveTables cutovers are not followed
+	moves     upstream.MoveWatch // nil: MoveTables cutovers are not followed
 
 	holder       string        // this replica, in leases
 	moveLeaseTTL time.Duration // MoveTables bridging leases
@@ -99,11 +96,14 @@ func WithSpoolLimit(events, bytes int) Option {
 // ErrSpoolGone and resumes from the subscriber's cursor.
 const DefaultSpoolGrace = time.Hour
 
+// WithMoveWatch makes readers follow MoveTables cutovers.
+func WithMoveWatch(m upstream.MoveWatch) Option { return func(h *Hub) { h.moves = m } }
+
 // WithSpoolGrace sets how long a freed bridge's spool is kept.
 func WithSpoolGrace(d time.Duration) Option { return func(h *Hub) { h.spoolGrace = d } }
 
 // New returns a hub.
-func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
+func New(src upstream.Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
@@ -115,6 +115,7 @@ func New(src Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
 	for _, o := range opts {
 		o(h)
 	}
+	h.up = upstream.New(src, h.moves, h.log)
 	return h
 }
 

@@ -49,7 +49,7 @@ func TestMoveDropsChunkedTransactionPastCut(t *testing.T) {
 		{hi.Pos(at(19, 21)), hi.Commit(100)},
 		lo.Txn(101, at(20, 21), row(lo, "4")),
 	}})
-	src := e.hub.openStream(context.Background(), e.def, at(19, 20))
+	src := e.hub.up.Open(context.Background(), e.def, at(19, 20))
 	defer src.Close()
 	var got []string
 	for len(got) < 2 {
@@ -83,7 +83,7 @@ func TestMoveResumeInTxnNotCarriedToTarget(t *testing.T) {
 		{field(c0), c0.Begin(100)}, {row(c0, "1")}, {row(c0, "2")}, {row(c0, "3")},
 		{c0.Pos(fakevtgate.VGtid("commerce", "0", "MariaDB/0-9-6")), c0.Commit(100)},
 	}})
-	src := e.hub.openStream(context.Background(), e.def, fakevtgate.VGtid(ks, "-80", g("-80", 20), "80-", g("80-", 20)), source.ResumeInTxn(2))
+	src := e.hub.up.Open(context.Background(), e.def, fakevtgate.VGtid(ks, "-80", g("-80", 20), "80-", g("80-", 20)), source.ResumeInTxn(2))
 	defer src.Close()
 	var got []string
 	for len(got) < 4 {

@@ -203,7 +203,7 @@ func TestMoveGate(t *testing.T) {
 	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "6")),
 	}})
-	m := e.hub.openStream(context.Background(), e.def, pos(10))
+	m := e.hub.up.Open(context.Background(), e.def, pos(10))
 	defer m.Close()
 
 	// The first transaction is held for a journal read.
@@ -408,7 +408,7 @@ func TestMoveGateAfterTrace(t *testing.T) {
 	}}, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
 		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "6")),
 	}})
-	m := e.hub.openStream(context.Background(), e.def, pos(10))
+	m := e.hub.up.Open(context.Background(), e.def, pos(10))
 	defer m.Close()
 
 	// No workflow yet: rows pass; one after a trace waits for a fresh

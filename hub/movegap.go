@@ -9,6 +9,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // ResyncTablesMoved: the cursor is behind a MoveTables cutover whose
@@ -44,7 +45,7 @@ func (h *Hub) behindCompletedMove(ctx context.Context, def *streams.Definition, 
 		if m.From != ks {
 			continue
 		}
-		local := moveLocal(m)
+		local := upstream.Cutover(m)
 		if after, err := onShardsAfter(at, ks, local, m.Journal, load); err != nil {
 			return nil, nil, err
 		} else if after {

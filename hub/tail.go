@@ -13,6 +13,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // A tail is the one upstream VStream of a stream definition in this process
@@ -176,7 +177,7 @@ func (t *tail) current() *ring {
 
 func (t *tail) run(ctx context.Context) {
 	log := t.h.log.With("stream", t.def.Name)
-	r := t.h.openStream(ctx, t.def, source.StartNow(t.def.Keyspace))
+	r := t.h.up.Open(ctx, t.def, source.StartNow(t.def.Keyspace))
 	defer r.Close()
 	defer t.forget()
 	var ring *ring
@@ -190,7 +191,7 @@ func (t *tail) run(ctx context.Context) {
 	for {
 		txn, err := r.Next(ctx)
 		if err != nil {
-			var dropped *TablesDroppedError
+			var dropped *upstream.TablesDroppedError
 			ended := errors.As(err, &dropped)
 			if ring != nil {
 				if ended {
@@ -237,7 +238,7 @@ func (t *tail) run(ctx context.Context) {
 			// vtgate continues on the journal's shards from its positions:
 			// so does the tail's position, and with it every follower's.
 			journals[j.Id] = true
-			after = applyJournal(after, j)
+			after = position.Of(after).ApplyJournal(j).VGtid()
 		}
 		ring.append(txn, after, moved)
 		entries, bytes := ring.stats()
@@ -292,19 +293,4 @@ func (t *tail) forget() {
 	if t.ring != nil {
 		metrics.TailStopped(t.def.Name)
 	}
-}
-
-// applyJournal continues a position across a reshard cutover: the
-// journal's participants give way to its shards at their positions.
-func applyJournal(v *binlogdatapb.VGtid, j *binlogdatapb.Journal) *binlogdatapb.VGtid {
-	p := position.Of(v)
-	targets := position.Of(&binlogdatapb.VGtid{ShardGtids: j.ShardGtids}).Shards()
-	byKeyspace := map[string][]string{}
-	for _, part := range j.Participants {
-		byKeyspace[part.Keyspace] = append(byKeyspace[part.Keyspace], part.Shard)
-	}
-	for keyspace, old := range byKeyspace {
-		p = p.Replace(keyspace, old)
-	}
-	return p.Replace("", nil, targets...).VGtid()
 }

@@ -53,3 +53,17 @@ func (p Position) InKeyspace(keyspace string) Position {
 	}
 	return Position{v: v}
 }
+
+// ApplyJournal continues p across a reshard cutover: the journal's
+// participants give way to its shards at their positions.
+func (p Position) ApplyJournal(j *binlogdatapb.Journal) Position {
+	targets := Of(&binlogdatapb.VGtid{ShardGtids: j.ShardGtids}).Shards()
+	byKeyspace := map[string][]string{}
+	for _, part := range j.Participants {
+		byKeyspace[part.Keyspace] = append(byKeyspace[part.Keyspace], part.Shard)
+	}
+	for keyspace, old := range byKeyspace {
+		p = p.Replace(keyspace, old)
+	}
+	return p.Replace("", nil, targets...)
+}

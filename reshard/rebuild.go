@@ -103,7 +103,7 @@ func nextJournal(pos position.Position, topo source.Topology, journals map[strin
 	var best *Journal
 	for ks, list := range journals {
 		for _, j := range list {
-			// MoveTables cutovers are followed by the hub (hub/move.go):
+			// MoveTables cutovers are followed by the hub (upstream/move.go):
 			// the source shards keep serving, so no rebuild is needed.
 			if j.Moves() || !j.Complete() || !pos.Covers(j.LocalPosition()) {
 				continue

@@ -18,6 +18,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // deliverer delivers one webhook while this replica holds its lease. Every
@@ -55,7 +56,7 @@ func (d *deliverer) run(ctx context.Context) error {
 		}
 		// Reopening from the stored cursor would end the same way,
 		// forever and out of sight: the webhook stops, and says so.
-		var dropped *hub.TablesDroppedError
+		var dropped *upstream.TablesDroppedError
 		if errors.As(err, &dropped) {
 			return d.ended(ctx, "tables_dropped", err)
 		}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
+	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // A webhook whose stream ends delivers every batch before the end and is
@@ -23,7 +23,7 @@ func TestStreamEndDisablesWebhook(t *testing.T) {
 		end          error
 		reason, text string
 	}{
-		{"tables dropped", &hub.TablesDroppedError{Keyspace: "ks", Tables: []string{"t"}}, "tables_dropped", "dropped from keyspace ks"},
+		{"tables dropped", &upstream.TablesDroppedError{Keyspace: "ks", Tables: []string{"t"}}, "tables_dropped", "dropped from keyspace ks"},
 		{"reshard gap", &reshard.GapError{Missing: []string{"ks/0"}}, "reshard_gap", "shards that no longer exist (ks/0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

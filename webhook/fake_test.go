@@ -51,7 +51,7 @@ type fakeLog struct {
 	txns    []*source.Txn
 	changed chan struct{}
 	// ended, when set, is what a feed that has read every transaction
-	// gets: the stream ended (hub.TablesDroppedError).
+	// gets: the stream ended (upstream.TablesDroppedError).
 	ended error
 }
 

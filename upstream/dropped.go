@@ -1,4 +1,4 @@
-package hub
+package upstream
 
 import (
 	"context"
@@ -91,8 +91,8 @@ func droppedTables(statement string, names []string) []string {
 
 // droppedWatch wraps a stream's VStream and reports its tables vanishing.
 type droppedWatch struct {
-	txnSource
-	h   *Hub
+	Stream
+	u   *Upstream
 	def *streams.Definition
 	// ctx and spec reopen the stream at the live end after a resync for
 	// a refused position.
@@ -105,15 +105,15 @@ type droppedWatch struct {
 // watchDropped wraps src, the VStream of def opened under ctx with spec.
 // A stream matching its tables by /regex/ has no names to compare a DROP
 // with, but vttablet's refusal names the table it matched.
-func (h *Hub) watchDropped(ctx context.Context, def *streams.Definition, spec source.Spec, src txnSource) txnSource {
-	return &droppedWatch{txnSource: src, h: h, def: def, ctx: ctx, spec: spec}
+func (u *Upstream) watchDropped(ctx context.Context, def *streams.Definition, spec source.Spec, src Stream) Stream {
+	return &droppedWatch{Stream: src, u: u, def: def, ctx: ctx, spec: spec}
 }
 
 func (w *droppedWatch) Next(ctx context.Context) (*source.Txn, error) {
 	if t, ok, err := w.pending(); ok || err != nil {
 		return t, err
 	}
-	t, err := w.txnSource.Next(ctx)
+	t, err := w.Stream.Next(ctx)
 	if err != nil {
 		if err = w.refused(err); err == nil {
 			return w.Next(ctx)
@@ -130,7 +130,7 @@ func (w *droppedWatch) TryNext() (*source.Txn, bool, error) {
 	if t, ok, err := w.pending(); ok || err != nil {
 		return t, ok, err
 	}
-	t, ok, err := w.txnSource.TryNext()
+	t, ok, err := w.Stream.TryNext()
 	if err != nil {
 		if err = w.refused(err); err == nil {
 			return w.TryNext()
@@ -166,7 +166,7 @@ func (w *droppedWatch) refused(err error) error {
 	}
 	dropped := &TablesDroppedError{Keyspace: tm.Keyspace, Tables: gone}
 	metrics.StreamTablesDropped(w.def.Name)
-	w.h.log.Error("vttablet refuses a stream's position: its table is gone from the keyspace, with rows ahead of the position (a MoveTables complete without --vtctld?)",
+	w.u.log.Error("vttablet refuses a stream's position: its table is gone from the keyspace, with rows ahead of the position (a MoveTables complete without --vtctld?)",
 		"stream", w.def.Name, "keyspace", tm.Keyspace, "tables", gone, "on_gap", w.def.OnGap, "err", err)
 	if w.def.OnGap == streams.OnGapFail {
 		w.err = dropped
@@ -178,12 +178,12 @@ func (w *droppedWatch) refused(err error) error {
 		"message": droppedNotice(tm.Keyspace) + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
 	})
 	w.out = append(w.out, &source.Txn{VGtid: live, Events: []event.Event{notice}, Received: time.Now()})
-	w.txnSource.Close()
-	w.txnSource = w.h.src.Open(w.ctx, w.spec, live)
+	w.Stream.Close()
+	w.Stream = w.u.src.Open(w.ctx, w.spec, live)
 	return nil
 }
 
-func (w *droppedWatch) Buffered() int { return len(w.out) + w.txnSource.Buffered() }
+func (w *droppedWatch) Buffered() int { return len(w.out) + w.Stream.Buffered() }
 
 func (w *droppedWatch) pending() (*source.Txn, bool, error) {
 	if len(w.out) > 0 {
@@ -223,7 +223,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 			ks = w.def.Keyspace
 		}
 		metrics.StreamTablesDropped(w.def.Name)
-		w.h.log.Error("a stream's tables were dropped from its keyspace: a gap (a MoveTables complete without --vtctld?)",
+		w.u.log.Error("a stream's tables were dropped from its keyspace: a gap (a MoveTables complete without --vtctld?)",
 			"stream", w.def.Name, "keyspace", ks, "tables", gone, "statement", m.Statement, "on_gap", w.def.OnGap)
 		if w.def.OnGap == streams.OnGapFail {
 			w.err = &TablesDroppedError{Keyspace: ks, Tables: gone}

@@ -1,4 +1,4 @@
-package hub
+package upstream
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func (m *movingSource) applicableBlock(ctx context.Context, ks string, entry *bi
 	if entry == nil {
 		return nil, nil
 	}
-	b, err := m.h.moves.Blocked(ctx, m.def.Name)
+	b, err := m.u.moves.Blocked(ctx, m.def.Name)
 	if err != nil || b == nil || b.From != ks || len(b.Local) == 0 {
 		return nil, err
 	}
@@ -58,5 +58,5 @@ func (m *movingSource) announceBlock() {
 			b.From + " on, where the moved tables get no new rows; define a stream on " + b.To + " for them",
 	})
 	m.out = append(m.out, &source.Txn{VGtid: m.pos, Events: []event.Event{notice}, Received: time.Now()})
-	m.h.log.Warn("stream blocked: its tables moved in part", "stream", m.def.Name, "from", b.From, "to", b.To, "tables", b.Tables)
+	m.u.log.Warn("stream blocked: its tables moved in part", "stream", m.def.Name, "from", b.From, "to", b.To, "tables", b.Tables)
 }

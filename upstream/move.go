@@ -1,4 +1,4 @@
-package hub
+package upstream
 
 import (
 	"context"
@@ -25,36 +25,9 @@ import (
 // follows there (the copies), announces `moved` once and continues on the
 // target keyspace from the journal's positions.
 
-// MoveWatch is what the hub needs to follow MoveTables cutovers; the server
-// builds it from reshard.Mover and the stream registry.
-type MoveWatch interface {
-	// Pending reports whether a MoveTables workflow involves one of
-	// tables of keyspace.
-	Pending(keyspace string, tables []string) bool
-	// Fresh returns once a read of the routing rules that began at or
-	// after `after` is done: Pending then answers from it.
-	Fresh(ctx context.Context, after time.Time) error
-	// Sync returns once a journal read of keyspace that began at or after
-	// `after` is done and any cutover it found is recorded in the streams'
-	// definitions.
-	Sync(ctx context.Context, keyspace string, after time.Time) error
-	// Blocked returns why the stream cannot follow its tables, nil when
-	// nothing blocks it (stored, not cached).
-	Blocked(ctx context.Context, stream string) (*streams.Block, error)
-	// Moves returns the moves the stream has followed (stored, not cached).
-	Moves(ctx context.Context, stream string) ([]streams.Move, error)
-	// Completed reports whether the workflow that moved tables out of
-	// keyspace is completed: its source tables are dropped, and a cursor
-	// behind its cutover can no longer be read there.
-	Completed(ctx context.Context, keyspace string, tables []string) (bool, error)
-}
-
-// WithMoveWatch makes readers follow MoveTables cutovers.
-func WithMoveWatch(m MoveWatch) Option { return func(h *Hub) { h.moves = m } }
-
 // movingSource reads a stream from a position, across MoveTables cutovers.
 type movingSource struct {
-	h     *Hub
+	u     *Upstream
 	def   *streams.Definition
 	pos   *binlogdatapb.VGtid
 	ks    string              // keyspace being read
@@ -92,29 +65,9 @@ type lookup struct {
 	err   error
 }
 
-// openStream returns the VStream of def from pos: a movingSource when the
-// hub follows moves, else a plain reader. opts apply to the VStream opened
-// at pos, not to the target keyspace's after a move.
-func (h *Hub) openStream(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, opts ...source.ReadOption) txnSource {
-	ks := position.Of(pos).Keyspace(def.Keyspace)
-	if h.moves == nil {
-		spec := h.spec(def, ks)
-		return h.watchDropped(ctx, def, spec, h.src.Open(ctx, spec, pos, opts...))
-	}
-	m := &movingSource{h: h, def: def, pos: pos, ks: ks, opts: opts}
-	m.ctx, m.cancel = context.WithCancel(ctx)
-	if joinable(pos) {
-		m.entry = pos
-	}
-	return m
-}
-
-func (h *Hub) spec(def *streams.Definition, keyspace string) source.Spec {
-	return source.Spec{Name: def.Name, Keyspace: keyspace, Rules: def.VitessRules()}
-}
-
-// moveLocal is the position the source shards of m stopped at.
-func moveLocal(m *streams.Move) position.Position {
+// Cutover is the position the source shards of m stopped at: where a
+// reader of the source crosses the move.
+func Cutover(m *streams.Move) position.Position {
 	var shards []position.Shard
 	for s, g := range m.Local {
 		shards = append(shards, position.Entry(m.From, s, g))
@@ -156,14 +109,14 @@ func (m *movingSource) applicable(ctx context.Context, ks string, entry *binlogd
 	if entry == nil {
 		return nil, nil
 	}
-	moves, err := m.h.moves.Moves(ctx, m.def.Name)
+	moves, err := m.u.moves.Moves(ctx, m.def.Name)
 	if err != nil {
 		return nil, err
 	}
 	at := position.Of(entry).InKeyspace(ks)
 	for i := range moves {
 		mv := &moves[i]
-		if mv.From == ks && moveLocal(mv).Covers(at) {
+		if mv.From == ks && Cutover(mv).Covers(at) {
 			return mv, nil
 		}
 	}
@@ -181,17 +134,17 @@ func (m *movingSource) startLookup(gate bool, after, rulesAfter time.Time) {
 	go func() {
 		defer close(l.done)
 		if gate && !rulesAfter.IsZero() {
-			if err := m.h.moves.Fresh(m.ctx, rulesAfter); err != nil {
+			if err := m.u.moves.Fresh(m.ctx, rulesAfter); err != nil {
 				if m.ctx.Err() != nil {
 					l.err = m.ctx.Err()
 					return
 				}
 				// vtctld does not answer: the rules last polled decide, as
 				// they do for every transaction without a trace.
-				m.h.log.Warn("MoveTables: reading routing rules after a possible switch failed; using the last ones read",
+				m.u.log.Warn("MoveTables: reading routing rules after a possible switch failed; using the last ones read",
 					"stream", m.def.Name, "keyspace", ks, "err", err)
 			}
-			gate = m.h.moves.Pending(ks, m.def.TableNames())
+			gate = m.u.moves.Pending(ks, m.def.TableNames())
 		}
 		if gate {
 			if l.err = m.sync(m.ctx, ks, after); l.err != nil {
@@ -231,7 +184,7 @@ func (m *movingSource) awaitLookup(ctx context.Context, block bool) (*streams.Mo
 
 func (m *movingSource) open() {
 	if m.r == nil {
-		m.r = m.h.src.Open(m.ctx, m.h.spec(m.def, m.ks), m.pos, m.opts...)
+		m.r = m.u.src.Open(m.ctx, spec(m.def, m.ks), m.pos, m.opts...)
 		m.opts = nil
 	}
 }
@@ -239,7 +192,7 @@ func (m *movingSource) open() {
 // crossed reports whether the reader has reached the cutover on every
 // source shard.
 func (m *movingSource) crossed() bool {
-	return m.cut != nil && position.Of(m.pos).Covers(moveLocal(m.cut))
+	return m.cut != nil && position.Of(m.pos).Covers(Cutover(m.cut))
 }
 
 // finish ends the source half: the notice, then the target keyspace.
@@ -257,7 +210,7 @@ func (m *movingSource) finish() {
 		"tables": mv.Tables, "from": mv.From, "to": mv.To, "journal": mv.Journal,
 	})
 	m.out = append(m.out, &source.Txn{VGtid: m.pos, Events: []event.Event{notice}, Received: time.Now()})
-	m.h.log.Info("stream followed its tables to another keyspace", "stream", m.def.Name, "from", mv.From, "to", mv.To,
+	m.u.log.Info("stream followed its tables to another keyspace", "stream", m.def.Name, "from", mv.From, "to", mv.To,
 		"tables", mv.Tables, "position", m.pos.String())
 }
 
@@ -267,11 +220,11 @@ func (m *movingSource) finish() {
 func (m *movingSource) sync(ctx context.Context, ks string, t time.Time) error {
 	wait := 100 * time.Millisecond
 	for {
-		err := m.h.moves.Sync(ctx, ks, t)
+		err := m.u.moves.Sync(ctx, ks, t)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		m.h.log.Warn("MoveTables journal read failed; holding the stream until it succeeds", "stream", m.def.Name, "keyspace", ks, "err", err)
+		m.u.log.Warn("MoveTables journal read failed; holding the stream until it succeeds", "stream", m.def.Name, "keyspace", ks, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -295,7 +248,7 @@ func (m *movingSource) TryNext() (*source.Txn, bool, error) {
 	return t, err == nil, err
 }
 
-var errNothingBuffered = errors.New("hub: nothing buffered")
+var errNothingBuffered = errors.New("upstream: nothing buffered")
 
 func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error) {
 	for {
@@ -358,14 +311,14 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 			// of those shards' (another incarnation's, when a merge
 			// back reuses a name): judged against where the reader
 			// entered the old ones it would never apply.
-			m.entry, m.looked = applyJournal(txn.VGtid, j), false
+			m.entry, m.looked = position.Of(txn.VGtid).ApplyJournal(j).VGtid(), false
 		}
 		if m.entry == nil {
-			if joinable(txn.VGtid) {
+			if replicating(txn.VGtid) {
 				m.entry = txn.VGtid
 				m.looked = true // a reader from the live end has no move ahead yet
 			}
-		} else if m.cut == nil && m.h.moves.Pending(m.ks, m.def.TableNames()) {
+		} else if m.cut == nil && m.u.moves.Pending(m.ks, m.def.TableNames()) {
 			// A workflow moves these tables: this transaction may come
 			// after the cutover. Only a journal read that began after it
 			// arrived can tell.
@@ -398,13 +351,13 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 // pastCut reports whether every source shard txn moves is already at or
 // past the cutover.
 func (m *movingSource) pastCut(txn *source.Txn) bool {
-	return pastLocal(m.pos, txn, m.ks, moveLocal(m.cut))
+	return PastCutover(m.pos, txn, m.ks, Cutover(m.cut))
 }
 
-// pastLocal reports whether txn, read at cur, moves only shards of keyspace
+// PastCutover reports whether txn, read at cur, moves only shards of keyspace
 // ks that cur already has at or past their cutover positions in local: on
 // a MoveTables source, a reverse copy (or the journal's own transaction).
-func pastLocal(cur *binlogdatapb.VGtid, txn *source.Txn, ks string, local position.Position) bool {
+func PastCutover(cur *binlogdatapb.VGtid, txn *source.Txn, ks string, local position.Position) bool {
 	moved := position.Of(cur).Moved(position.Of(txn.VGtid))
 	if len(moved) == 0 && txn.Partial && len(txn.Events) > 0 {
 		// A piece of a chunked transaction (DESIGN §3.1) is at the
