@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
-	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
 // Bridging (DESIGN §4 rule 3). A named subscriber that went away before a
@@ -151,131 +149,6 @@ func (h *Hub) bridgeSubscriber(ctx context.Context, def *streams.Definition, sub
 		"journal", j.Key, "from", j.From(), "to", j.To(), "events", status.Events, "bytes", status.Bytes,
 		"duration", status.Finished.Sub(status.Started))
 	return status, nil
-}
-
-// capture streams from `from` with stop_on_reshard into the spool log and
-// returns the position after it: the last position seen with j's
-// participants replaced by its targets. (The stream's own last VGTID points
-// past the journal on the old shards; resuming from it never reaches the
-// new shards.) A MoveTables source gets no journal event (DESIGN §4.1):
-// its capture ends when every source shard reached the journal's local
-// position, and drops what follows on a shard already there (the reverse
-// workflow's copies).
-func (h *Hub) capture(ctx context.Context, def *streams.Definition, from *binlogdatapb.VGtid, j *reshard.Journal, log string, status *BridgeStatus, fence *store.Lease) (*binlogdatapb.VGtid, error) {
-	if err := h.st.DeleteLog(ctx, log); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, h.bridgeTimeout)
-	defer cancel()
-	spec := source.Spec{Name: def.Name + "/bridge", Keyspace: j.Keyspace, Rules: def.VitessRules()}
-	var opts []source.ReadOption
-	if !j.Moves() {
-		opts = append(opts, source.StopOnReshard())
-	}
-	local := j.LocalPosition()
-	last := from
-	var batch [][]byte
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		var err error
-		if fence != nil {
-			_, err = h.st.AppendFenced(ctx, log, fence.Name, fence.Token, batch...)
-		} else {
-			_, err = h.st.Append(ctx, log, batch...)
-		}
-		batch = batch[:0]
-		return err
-	}
-	// Race against `Reshard complete`: a VStream opened while the switch
-	// is still settling can spend vtgate's 90 s looking for the old
-	// shard's primary, sending only its heartbeats meanwhile. Every old
-	// shard's journal is already in its binlog, so a bridge stream that
-	// delivers nothing but heartbeats for bridgeStall is not progressing:
-	// it is reopened from the last transaction captured (whose positions
-	// keep each old shard before its journal, source/assemble.go). Each
-	// reopen doubles the window, so that an old shard that is merely slow
-	// to reach its journal (a long binlog of other tables to skip) is
-	// reopened a few times at most, never in a loop.
-	stall, progress := h.bridgeStall, time.Now()
-	r := h.src.Open(ctx, spec, last, opts...)
-	defer func() { r.Close() }()
-	// open counts the events of a chunked transaction spooled so far
-	// (DESIGN §3.1): a reopened stream starts before the transaction and
-	// skips them, or they would be spooled twice.
-	open := 0
-	for {
-		if j.Moves() && position.Of(last).Covers(local) {
-			break
-		}
-		nctx, ncancel := context.WithDeadline(ctx, progress.Add(stall))
-		txn, err := r.Next(nctx)
-		// Read before ncancel, which would make every error look like one.
-		stalled := err != nil && ctx.Err() == nil && nctx.Err() != nil
-		ncancel()
-		if errors.Is(err, source.ErrStopped) {
-			break
-		}
-		if stalled {
-			h.log.Info("bridge stream made no progress; reopening", "stream", def.Name, "journal", j.Key,
-				"from", last, "for", stall)
-			r.Close()
-			ropts := opts
-			if open > 0 {
-				ropts = append(slices.Clone(opts), source.ResumeInTxn(open))
-			}
-			r = h.src.Open(ctx, spec, last, ropts...)
-			stall, progress = min(2*stall, h.bridgeTimeout), time.Now()
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("bridge stream: %w", err)
-		}
-		if txn.Heartbeat {
-			continue
-		}
-		progress = time.Now()
-		if txn.Journal != nil {
-			continue
-		}
-		if j.Moves() && upstream.PastCutover(last, txn, j.Keyspace, local) {
-			continue
-		}
-		if txn.Partial {
-			open += len(txn.Events)
-		} else {
-			open = 0
-		}
-		last = txn.VGtid
-		if len(txn.Events) == 0 {
-			continue
-		}
-		b, err := encodeSpoolEntry(txn)
-		if err != nil {
-			return nil, err
-		}
-		status.Events += len(txn.Events)
-		status.Bytes += len(b)
-		if status.Events > h.spoolMaxEvents || status.Bytes > h.spoolMaxBytes {
-			return nil, fmt.Errorf("%w (%d events, %d bytes)", ErrSpoolFull, status.Events, status.Bytes)
-		}
-		batch = append(batch, b)
-		if len(batch) >= 128 {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	after := j.Apply(position.Of(last))
-	if j.Moves() {
-		// The tables left the source keyspace altogether.
-		after = after.Replace(j.Keyspace, after.InKeyspace(j.Keyspace).ShardNames())
-	}
-	return after.VGtid(), nil
 }
 
 // cutoverNotice is the control event of j that readers online across it
