@@ -41,112 +41,157 @@ func WithRebuilder(r Rebuilder, observe RebuildObserver) Option {
 // does not start at that transaction: the reader gets what follows it
 // whole, its cursor before it being the unit.
 func (h *Hub) plan(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid, st *SubscriberState, skip int) (txnSource, error) {
-	var srcs []txnSource
-	live := pos
-	outcome := reshard.Passthrough
-	fromTail := false
+	p := &planned{live: pos, outcome: reshard.Passthrough}
 	if position.Of(pos).AtOpen() {
-		// A reader from "now" starts at the tail's head, if there is a
-		// tail: no VStream of its own, not even to learn the position.
-		head, err := h.tailHead(ctx, def)
-		if err != nil {
-			return nil, &source.UpstreamError{Op: "current position of keyspace " + def.Keyspace, Err: err}
-		}
-		if head != nil {
-			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: head}}})
-			live, fromTail = head, true
-		}
-		if cur, ok := h.src.(currentPositioner); ok && !fromTail {
-			p, err := cur.Current(ctx, def.Keyspace)
-			if err != nil {
-				return nil, err
-			}
-			// The first delivery carries this position, so a client that
-			// starts at "now" gets a cursor before any row.
-			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: p}}})
-			live = p
+		if err := h.planStart(ctx, def, p); err != nil {
+			return nil, err
 		}
 	}
 	if st != nil && st.spooled() {
-		spools, after, err := h.planBridges(ctx, def, st, pos)
-		if err != nil {
+		if err := h.planSpools(ctx, def, st, pos, p); err != nil {
 			return nil, err
 		}
-		if after != nil {
-			srcs = append(srcs, spools...)
-			live = after
-			outcome = reshard.Bridged
-		}
 	}
-	// A position behind a MoveTables cutover whose source tables are
-	// dropped cannot be read up to it (DESIGN §4.1): a gap, as for a
-	// reshard's deleted shards, unless the tail's ring still holds it.
-	if mv, missing, err := h.behindCompletedMove(ctx, def, live); err != nil {
+	if resynced, err := h.planMovedAway(ctx, def, p); err != nil {
 		return nil, err
-	} else if mv != nil && !h.ringCovers(def, live) {
-		d := reshard.Decision{Outcome: reshard.Resync, Missing: missing, From: live}
-		if def.OnGap == streams.OnGapFail {
-			h.observed(def, reshard.Failed, d)
-			return nil, &reshard.GapError{Missing: missing}
-		}
-		live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
-		notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
-			"missing": missing,
-			"reason":  ResyncTablesMoved,
-			// The tables are a member of their own, not words of the
-			// message: each reader gets those of its scope (auth/control.go).
-			"tables": mv.Tables, "from": mv.From, "to": mv.To,
-			"message": fmt.Sprintf("the cursor is behind the move of the tables listed from %s to %s, whose source tables are dropped; a fresh snapshot follows: discard what you derived from earlier events", mv.From, mv.To),
-		})
-		h.observed(def, reshard.Resync, d)
-		srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
-		srcs = append(srcs, h.follow(def, live))
-		return chain(srcs...), nil
+	} else if resynced {
+		return chain(append(p.srcs, h.follow(def, p.live))...), nil
 	}
-	// A position the tail's ring covers needs no rebuild, even if its
-	// shards are gone: the ring holds what followed it, across the reshard.
-	if h.rebuilder != nil && position.Of(live).Concrete() && !h.ringCovers(def, live) {
-		d, err := h.decide(ctx, def, live)
-		if err != nil {
-			return nil, err
-		}
-		switch d.Outcome {
-		case reshard.Exact:
-			var notes []*source.Txn
-			for _, j := range d.Applied {
-				notes = append(notes, &source.Txn{VGtid: d.VGtid, Events: []event.Event{reshardNotice(j)}})
-			}
-			srcs = append(srcs, &sliceSource{txns: notes})
-			live = d.VGtid
-			if outcome == reshard.Passthrough {
-				outcome = reshard.Exact
-			}
-		case reshard.Resync:
-			if def.OnGap == streams.OnGapFail {
-				h.observed(def, reshard.Failed, d)
-				return nil, &reshard.GapError{Missing: d.Missing}
-			}
-			live = StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
-			notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
-				"missing": d.Missing,
-				"reason":  h.resyncReason(),
-				"message": "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
-			})
-			srcs = append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: live, Events: []event.Event{notice}}}})
-			outcome = reshard.Resync
-		}
-		h.observed(def, outcome, d)
+	if err := h.planRebuild(ctx, def, p); err != nil {
+		return nil, err
 	}
-	srcs = append(srcs, h.follow(def, live))
-	src := chain(srcs...)
+	src := chain(append(p.srcs, h.follow(def, p.live))...)
 	if skip > 0 {
-		if outcome != reshard.Passthrough && outcome != reshard.Bridged {
-			h.log.Info("cursor inside a transaction rebuilt: the reader resumes before it", "stream", def.Name, "outcome", outcome)
+		if p.outcome != reshard.Passthrough && p.outcome != reshard.Bridged {
+			h.log.Info("cursor inside a transaction rebuilt: the reader resumes before it", "stream", def.Name, "outcome", p.outcome)
 			return src, nil
 		}
 		src = &skipSource{txnSource: src, n: skip}
 	}
 	return src, nil
+}
+
+// planned is a plan being made: the sources read before the live one, the
+// position the live one starts at, and how the cursor was continued.
+type planned struct {
+	srcs    []txnSource
+	live    *binlogdatapb.VGtid
+	outcome reshard.Outcome
+}
+
+// then reads txns next, and the live part from live.
+func (p *planned) then(live *binlogdatapb.VGtid, txns ...*source.Txn) {
+	p.srcs = append(p.srcs, &sliceSource{txns: txns})
+	p.live = live
+}
+
+// resync continues the plan with a fresh snapshot, announced by a resync
+// notice with fields.
+func (p *planned) resync(def *streams.Definition, fields map[string]any) {
+	live := StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
+	notice := source.Control(event.TypeResync, def.Keyspace, "", fields)
+	p.then(live, &source.Txn{VGtid: live, Events: []event.Event{notice}})
+	p.outcome = reshard.Resync
+}
+
+// planStart places a reader from "now" at the tail's head, if there is a
+// tail: no VStream of its own, not even to learn the position. Without
+// one, the current position is read first, so that the first delivery
+// carries it and a client that starts at "now" gets a cursor before any
+// row.
+func (h *Hub) planStart(ctx context.Context, def *streams.Definition, p *planned) error {
+	head, err := h.tailHead(ctx, def)
+	if err != nil {
+		return &source.UpstreamError{Op: "current position of keyspace " + def.Keyspace, Err: err}
+	}
+	if head != nil {
+		p.then(head, &source.Txn{VGtid: head})
+		return nil
+	}
+	if cur, ok := h.src.(currentPositioner); ok {
+		at, err := cur.Current(ctx, def.Keyspace)
+		if err != nil {
+			return err
+		}
+		p.then(at, &source.Txn{VGtid: at})
+	}
+	return nil
+}
+
+// planSpools reads a subscriber's bridge spools first, when it has any
+// that continue its cursor (DESIGN §4 rule 3).
+func (h *Hub) planSpools(ctx context.Context, def *streams.Definition, st *SubscriberState, pos *binlogdatapb.VGtid, p *planned) error {
+	spools, after, err := h.planBridges(ctx, def, st, pos)
+	if err != nil || after == nil {
+		return err
+	}
+	p.srcs = append(p.srcs, spools...)
+	p.live, p.outcome = after, reshard.Bridged
+	return nil
+}
+
+// planMovedAway answers a position behind a MoveTables cutover whose
+// source tables are dropped: it cannot be read up to it (DESIGN §4.1), a
+// gap as for a reshard's deleted shards, unless the tail's ring still
+// holds it. It reports whether the plan resyncs.
+func (h *Hub) planMovedAway(ctx context.Context, def *streams.Definition, p *planned) (bool, error) {
+	mv, missing, err := h.behindCompletedMove(ctx, def, p.live)
+	if err != nil || mv == nil || h.ringCovers(def, p.live) {
+		return false, err
+	}
+	d := reshard.Decision{Outcome: reshard.Resync, Missing: missing, From: p.live}
+	if def.OnGap == streams.OnGapFail {
+		h.observed(def, reshard.Failed, d)
+		return false, &reshard.GapError{Missing: missing}
+	}
+	p.resync(def, map[string]any{
+		"missing": missing,
+		"reason":  ResyncTablesMoved,
+		// The tables are a member of their own, not words of the
+		// message: each reader gets those of its scope (auth/control.go).
+		"tables": mv.Tables, "from": mv.From, "to": mv.To,
+		"message": fmt.Sprintf("the cursor is behind the move of the tables listed from %s to %s, whose source tables are dropped; a fresh snapshot follows: discard what you derived from earlier events", mv.From, mv.To),
+	})
+	h.observed(def, reshard.Resync, d)
+	return true, nil
+}
+
+// planRebuild continues a position on shards a reshard replaced (DESIGN
+// §4 rule 4): exactly through the recorded journals, with a reshard
+// notice for each, or by a resync. A position the tail's ring covers
+// needs no rebuild, even if its shards are gone: the ring holds what
+// followed it, across the reshard.
+func (h *Hub) planRebuild(ctx context.Context, def *streams.Definition, p *planned) error {
+	if h.rebuilder == nil || !position.Of(p.live).Concrete() || h.ringCovers(def, p.live) {
+		return nil
+	}
+	d, err := h.decide(ctx, def, p.live)
+	if err != nil {
+		return err
+	}
+	switch d.Outcome {
+	case reshard.Exact:
+		var notes []*source.Txn
+		for _, j := range d.Applied {
+			notes = append(notes, &source.Txn{VGtid: d.VGtid, Events: []event.Event{reshardNotice(j)}})
+		}
+		p.then(d.VGtid, notes...)
+		if p.outcome == reshard.Passthrough {
+			p.outcome = reshard.Exact
+		}
+	case reshard.Resync:
+		if def.OnGap == streams.OnGapFail {
+			h.observed(def, reshard.Failed, d)
+			return &reshard.GapError{Missing: d.Missing}
+		}
+		p.resync(def, map[string]any{
+			"missing": d.Missing,
+			"reason":  h.resyncReason(),
+			"message": "the cursor needs shards that no longer exist and no recorded reshard continues it exactly; a fresh snapshot follows: discard what you derived from earlier events",
+		})
+	}
+	h.observed(def, p.outcome, d)
+	return nil
 }
 
 func (h *Hub) decide(ctx context.Context, def *streams.Definition, pos *binlogdatapb.VGtid) (reshard.Decision, error) {
