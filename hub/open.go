@@ -39,19 +39,70 @@ func (e *CursorError) Unwrap() error { return e.Err }
 // the reshard rules require it, rebuilt (plan.go, with the decisions of
 // reshard/rebuild.go).
 func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Subscription, error) {
-	var (
-		pos   *binlogdatapb.VGtid
-		token = from.Token
-		state *SubscriberState
-		skip  int // events of the transaction after pos the reader has
-	)
+	at, lost, err := h.startAt(ctx, def, from)
+	if err != nil || lost != nil {
+		return lost, err
+	}
+	if at.token != "" {
+		if s := h.unpark(def.Name, from.Subscriber, at.token); s != nil {
+			// A subscriber with bridges is planned afresh: a subscription
+			// parked before they were recorded would read on without
+			// its spools (DESIGN §6, §4 rule 3).
+			if sameDefinition(s.def, def) && (at.state == nil || len(at.state.Bridges) == 0) {
+				return s, nil
+			}
+			s.close()
+		}
+	}
+	if at.pos == nil {
+		o := *def
+		if from.Start != "" {
+			o.Start = from.Start
+		}
+		at.pos = StartPosition(&o)
+	}
+	src, err := h.plan(ctx, def, at.pos, at.state, at.skip)
+	if err != nil {
+		return nil, err
+	}
+	if at.skip == 0 {
+		sub := h.newSubscription(def, at.pos, at.token, src)
+		sub.subscriber = from.Subscriber
+		return sub, nil
+	}
+	// The subscription's cursor is the one before the transaction until
+	// its end; the token it was opened with is where it is.
+	before, err := h.Token(ctx, def, at.pos)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	sub := h.newSubscription(def, at.pos, before, src)
+	sub.subscriber, sub.inTxn, sub.resumeTok = from.Subscriber, at.skip, at.token
+	return sub, nil
+}
+
+// start is where a reader starts, before any rebuild: nil pos is the
+// stream's start.
+type start struct {
+	pos   *binlogdatapb.VGtid
+	token string
+	state *SubscriberState // the named subscriber's, when its bridges apply
+	skip  int              // events of the transaction after pos the reader has
+}
+
+// startAt finds where a reader starts: its cursor token, else its stored
+// cursor. A subscriber whose cursor the store lost gets the subscription
+// that says so (lostCursor) instead.
+func (h *Hub) startAt(ctx context.Context, def *streams.Definition, from From) (start, *Subscription, error) {
+	at := start{token: from.Token}
 	switch {
 	case from.Token != "":
 		v, n, err := h.codec.DecodeIn(ctx, scope(def), from.Token)
 		if err != nil {
-			return nil, &CursorError{Err: err}
+			return at, nil, &CursorError{Err: err}
 		}
-		pos, skip = v, n
+		at.pos, at.skip = v, n
 		if from.Subscriber != "" {
 			// The subscriber's bridges still apply to an explicit cursor
 			// inside them. A store that does not answer quickly cannot
@@ -59,7 +110,7 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 			// whose shards are gone then resyncs, said out loud).
 			bctx, cancel := context.WithTimeout(ctx, bridgeLookup)
 			if st, err := h.cursors.Get(bctx, def.Name, from.Subscriber); err == nil && st.spooled() {
-				state = st
+				at.state = st
 			}
 			cancel()
 		}
@@ -67,61 +118,20 @@ func (h *Hub) Open(ctx context.Context, def *streams.Definition, from From) (*Su
 		st, err := h.cursors.Get(ctx, def.Name, from.Subscriber)
 		switch {
 		case err == nil:
-			pos, state = st.VGtid, st
-			if token, err = h.Token(ctx, def, pos); err != nil {
-				return nil, err
+			at.pos, at.state = st.VGtid, st
+			if at.token, err = h.Token(ctx, def, at.pos); err != nil {
+				return at, nil, err
 			}
 		case errors.Is(err, store.ErrNotFound):
 			if lostAt, lost := h.storeLost(); lost {
-				return h.lostCursor(ctx, def, from.Subscriber, lostAt)
+				s, err := h.lostCursor(ctx, def, from.Subscriber, lostAt)
+				return at, s, err
 			}
 		default:
-			return nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
+			return at, nil, fmt.Errorf("load subscriber %s: %w", from.Subscriber, err)
 		}
 	}
-	if token != "" {
-		if s := h.unpark(def.Name, from.Subscriber, token); s != nil {
-			// A subscriber with bridges is planned afresh: a subscription
-			// parked before they were recorded would read on without
-			// its spools (DESIGN §6, §4 rule 3).
-			if sameDefinition(s.def, def) && (state == nil || len(state.Bridges) == 0) {
-				return s, nil
-			}
-			s.close()
-		}
-	}
-	if pos == nil {
-		pos = StartPosition(def)
-		if from.Start != "" {
-			o := *def
-			o.Start = from.Start
-			pos = StartPosition(&o)
-		}
-	}
-	if skip > 0 {
-		// The subscription's cursor is the one before the transaction
-		// until its end; the token it was opened with is where it is.
-		resume := token
-		src, err := h.plan(ctx, def, pos, state, skip)
-		if err != nil {
-			return nil, err
-		}
-		before, err := h.Token(ctx, def, pos)
-		if err != nil {
-			src.Close()
-			return nil, err
-		}
-		sub := h.newSubscription(def, pos, before, src)
-		sub.subscriber, sub.inTxn, sub.resumeTok = from.Subscriber, skip, resume
-		return sub, nil
-	}
-	src, err := h.plan(ctx, def, pos, state, 0)
-	if err != nil {
-		return nil, err
-	}
-	sub := h.newSubscription(def, pos, token, src)
-	sub.subscriber = from.Subscriber
-	return sub, nil
+	return at, nil, nil
 }
 
 // Cursors returns the subscriber cursor repository.
