@@ -257,95 +257,112 @@ func (m *movingSource) next(ctx context.Context, block bool) (*source.Txn, error
 			m.out = m.out[1:]
 			return t, nil
 		}
+		if m.look == nil && !m.looked && m.entry != nil {
+			// Entering a keyspace: is there a recorded move out of it
+			// still ahead of the reader?
+			m.startLookup(false, time.Time{}, time.Time{})
+		}
 		if m.look != nil {
 			mv, err := m.awaitLookup(ctx, block)
 			if err != nil {
 				return nil, err
 			}
 			m.cut, m.looked = mv, true
-		} else if !m.looked && m.entry != nil {
-			// Entering a keyspace: is there a recorded move out of it
-			// still ahead of the reader?
-			m.startLookup(false, time.Time{}, time.Time{})
-			continue
 		}
 		if txn := m.held; txn != nil {
 			m.held = nil
-			if m.cut != nil && m.pastCut(txn) {
-				// A reverse copy (or the journal's own transaction):
-				// the target keyspace delivers the original.
-				continue
+			if m.deliver(txn) {
+				return txn, nil
 			}
-			m.pos = txn.VGtid
-			m.announceBlock()
-			return txn, nil
+			continue
 		}
 		if m.crossed() {
 			m.finish()
 			continue
 		}
-		m.open()
-		var txn *source.Txn
-		if block {
-			t, err := m.r.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			txn = t
-		} else {
-			t, ok, err := m.r.TryNext()
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, errNothingBuffered
-			}
-			txn = t
+		txn, err := m.read(ctx, block)
+		if err != nil {
+			return nil, err
 		}
 		if txn.Heartbeat {
 			return txn, nil
 		}
-		if j := txn.Journal; j != nil && txn.JournalDone && m.entry != nil && j.MigrationType == binlogdatapb.MigrationType_SHARDS {
-			// A reshard of ks: reading its new shards begins at the
-			// journal's target positions. A move out of ks now is one
-			// of those shards' (another incarnation's, when a merge
-			// back reuses a name): judged against where the reader
-			// entered the old ones it would never apply.
-			m.entry, m.looked = position.Of(txn.VGtid).ApplyJournal(j).VGtid(), false
+		m.reshardOf(txn)
+		if !m.hold(txn) && m.deliver(txn) {
+			return txn, nil
 		}
-		if m.entry == nil {
-			if replicating(txn.VGtid) {
-				m.entry = txn.VGtid
-				m.looked = true // a reader from the live end has no move ahead yet
-			}
-		} else if m.cut == nil && m.u.moves.Pending(m.ks, m.def.TableNames()) {
-			// A workflow moves these tables: this transaction may come
-			// after the cutover. Only a journal read that began after it
-			// arrived can tell.
-			m.held = txn
-			m.startLookup(true, txn.Received, time.Time{})
-			m.trace = time.Time{}
-			continue
-		} else if m.cut == nil && len(txn.Events) > 0 && !m.trace.IsZero() {
-			// Rows after a possible switch the rules polled so far do not
-			// show (a workflow created and switched within one poll):
-			// routing rules read after the trace decide whether to hold
-			// the transaction for a journal read.
-			m.held = txn
-			m.startLookup(true, txn.Received, m.trace)
-			m.trace = time.Time{}
-			continue
-		}
-		if m.cut == nil && len(txn.Events) == 0 && m.trace.IsZero() && m.entry != nil {
-			m.trace = txn.Received
-		}
-		if m.cut != nil && m.pastCut(txn) {
-			continue
-		}
-		m.pos = txn.VGtid
-		m.announceBlock()
-		return txn, nil
 	}
+}
+
+// read is the next transaction of the keyspace being read: waiting for
+// it when block, else errNothingBuffered when none is ready.
+func (m *movingSource) read(ctx context.Context, block bool) (*source.Txn, error) {
+	m.open()
+	if block {
+		return m.r.Next(ctx)
+	}
+	t, ok, err := m.r.TryNext()
+	if err == nil && !ok {
+		err = errNothingBuffered
+	}
+	return t, err
+}
+
+// reshardOf notes a reshard of ks: reading its new shards begins at the
+// journal's target positions. A move out of ks now is one of those
+// shards' (another incarnation's, when a merge back reuses a name):
+// judged against where the reader entered the old ones it would never
+// apply.
+func (m *movingSource) reshardOf(txn *source.Txn) {
+	if j := txn.Journal; j != nil && txn.JournalDone && m.entry != nil && j.MigrationType == binlogdatapb.MigrationType_SHARDS {
+		m.entry, m.looked = position.Of(txn.VGtid).ApplyJournal(j).VGtid(), false
+	}
+}
+
+// hold keeps txn back, reporting whether it did, when it may come after
+// a MoveTables cutover that only a journal read begun after it arrived
+// can tell; it also notes where reading the keyspace began.
+func (m *movingSource) hold(txn *source.Txn) bool {
+	switch {
+	case m.entry == nil:
+		if replicating(txn.VGtid) {
+			m.entry = txn.VGtid
+			m.looked = true // a reader from the live end has no move ahead yet
+		}
+	case m.cut == nil && m.u.moves.Pending(m.ks, m.def.TableNames()):
+		// A workflow moves these tables: this transaction may come after
+		// the cutover.
+		m.held = txn
+		m.startLookup(true, txn.Received, time.Time{})
+		m.trace = time.Time{}
+		return true
+	case m.cut == nil && len(txn.Events) > 0 && !m.trace.IsZero():
+		// Rows after a possible switch the rules polled so far do not
+		// show (a workflow created and switched within one poll):
+		// routing rules read after the trace decide whether to hold the
+		// transaction for a journal read.
+		m.held = txn
+		m.startLookup(true, txn.Received, m.trace)
+		m.trace = time.Time{}
+		return true
+	}
+	if m.cut == nil && len(txn.Events) == 0 && m.trace.IsZero() && m.entry != nil {
+		m.trace = txn.Received
+	}
+	return false
+}
+
+// deliver moves the reader to txn, reporting whether txn is the
+// reader's: one past the cutover of the move being crossed (a reverse
+// copy, or the journal's own transaction) is not, since the target
+// keyspace delivers the original.
+func (m *movingSource) deliver(txn *source.Txn) bool {
+	if m.cut != nil && m.pastCut(txn) {
+		return false
+	}
+	m.pos = txn.VGtid
+	m.announceBlock()
+	return true
 }
 
 // pastCut reports whether every source shard txn moves is already at or
