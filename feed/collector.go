@@ -38,6 +38,10 @@ type Batch interface {
 // events ended (FirstWait, WaitWhile) before one came.
 var ErrWaitOver = errors.New("feed: the wait for a transaction with events is over")
 
+// ErrIdle is what Collect and Next return when the reader is idle
+// (IdleEvery); calling again goes on waiting.
+var ErrIdle = errors.New("feed: idle")
+
 // Collector reads a feed in batches of whole transactions, for the
 // transports that take a stream a batch at a time (pull pages, webhook
 // calls) or a transaction at a time as it comes (SSE, WebSocket). A batch
@@ -52,8 +56,7 @@ var ErrWaitOver = errors.New("feed: the wait for a transaction with events is ov
 type Collector struct {
 	feed Reader
 
-	idleEvery  time.Duration
-	onIdle     func(ctx context.Context) error
+	idleEvery  time.Duration // IdleEvery: 0 never idle
 	firstWait  time.Duration
 	boundWait  bool // firstWait applies
 	waitWhile  func() bool
@@ -262,23 +265,18 @@ func (c *Collector) first(ctx context.Context, b Batch, res *Collected) (*hub.De
 		return d, nil
 	}
 	start := time.Now()
-	idleFrom := start
 	for {
 		if c.waitWhile != nil && !c.waitWhile() {
 			return nil, nil
 		}
-		deadline, ends := c.deadline(start, idleFrom)
+		deadline, ends := c.deadline(start)
 		d, timedOut, err := c.next(ctx, deadline)
 		switch {
 		case timedOut && ends:
 			res.TimedOut = true
 			return nil, nil
 		case timedOut:
-			if err := c.onIdle(ctx); err != nil {
-				return nil, err
-			}
-			idleFrom = time.Now()
-			continue
+			return nil, ErrIdle
 		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err != nil:
@@ -296,12 +294,12 @@ func (c *Collector) first(ctx context.Context, b Batch, res *Collected) (*hub.De
 // deadline is when the current wait for a first transaction with events
 // ends (zero: never); ends reports that it is FirstWait's, not an idle
 // tick.
-func (c *Collector) deadline(start, idleFrom time.Time) (t time.Time, ends bool) {
+func (c *Collector) deadline(start time.Time) (t time.Time, ends bool) {
 	if c.boundWait {
 		t, ends = start.Add(c.firstWait), true
 	}
-	if c.onIdle != nil {
-		if it := idleFrom.Add(c.idleEvery); t.IsZero() || it.Before(t) {
+	if c.idleEvery > 0 {
+		if it := start.Add(c.idleEvery); t.IsZero() || it.Before(t) {
 			t, ends = it, false
 		}
 	}

@@ -247,8 +247,12 @@ func TestCollectCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
 	idle := 0
-	c := NewCollector(f, OnIdle(time.Millisecond, func(context.Context) error { idle++; return nil }))
-	if _, err := c.Collect(ctx, &recBatch{}, Limits{}); !errors.Is(err, context.Canceled) {
+	c := NewCollector(f, IdleEvery(time.Millisecond))
+	_, err := c.Collect(ctx, &recBatch{}, Limits{})
+	for ; errors.Is(err, ErrIdle); _, err = c.Collect(ctx, &recBatch{}, Limits{}) {
+		idle++
+	}
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("collect: %v, want context.Canceled", err)
 	}
 	if idle == 0 {
@@ -283,16 +287,21 @@ func TestCollectErrors(t *testing.T) {
 	if _, err := c.Next(context.Background()); !errors.Is(err, boom) {
 		t.Fatalf("next: %v, want the held error", err)
 	}
-	// An idle function's error ends the wait.
-	c = NewCollector(newChanFeed(), OnIdle(time.Millisecond, func(context.Context) error { return boom }))
+	// An idle reader is told so, and a held error is not lost to it.
+	f = newChanFeed()
+	c = NewCollector(f, IdleEvery(time.Millisecond))
+	if _, err := c.Next(context.Background()); !errors.Is(err, ErrIdle) {
+		t.Fatalf("idle: %v, want ErrIdle", err)
+	}
+	f.fail(boom)
 	if _, err := c.Next(context.Background()); !errors.Is(err, boom) {
-		t.Fatalf("idle error: %v", err)
+		t.Fatalf("after idle: %v, want the feed's error", err)
 	}
 }
 
-// Next passes over position-only transactions and heartbeats, and runs the
-// idle function every interval counted from the wait's start and its own
-// runs: heartbeats and position-only transactions do not restart it.
+// Next passes over position-only transactions and heartbeats, and reports
+// ErrIdle every interval counted from the start of each wait:
+// heartbeats and position-only transactions do not restart it.
 func TestCollectorNext(t *testing.T) {
 	f := newChanFeed()
 	f.txn(0, 0)
@@ -306,7 +315,7 @@ func TestCollectorNext(t *testing.T) {
 	// Heartbeats do not make a reader busy: idle calls come while they do.
 	f = newChanFeed()
 	idle := make(chan time.Time, 100)
-	c = NewCollector(f, OnIdle(100*time.Millisecond, func(context.Context) error { idle <- time.Now(); return nil }))
+	c = NewCollector(f, IdleEvery(100*time.Millisecond))
 	stop := make(chan struct{})
 	go func() {
 		defer close(stop)
@@ -317,7 +326,11 @@ func TestCollectorNext(t *testing.T) {
 		}
 		f.txn(1, 1)
 	}()
-	if _, err := c.Next(context.Background()); err != nil {
+	_, err := c.Next(context.Background())
+	for ; errors.Is(err, ErrIdle); _, err = c.Next(context.Background()) {
+		idle <- time.Now()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	<-stop

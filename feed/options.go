@@ -1,20 +1,20 @@
 package feed
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // CollectOption configures a Collector.
 type CollectOption func(*Collector)
 
-// OnIdle runs fn whenever every passes, while the collector waits for a
-// transaction with events, without one: counted from the start of the
-// wait and from fn's previous run. Push transports send a heartbeat from
-// it, webhooks store the position of rows their filter dropped. An error
-// from fn ends the wait with that error.
-func OnIdle(every time.Duration, fn func(ctx context.Context) error) CollectOption {
-	return func(c *Collector) { c.idleEvery, c.onIdle = every, fn }
+// IdleEvery makes Collect and Next return ErrIdle whenever every passes,
+// while they wait for a transaction with events, without one: counted
+// from the start of the wait (heartbeats and position-only transactions
+// do not restart it). The reader does what an idle reader does and calls
+// again: push transports send a heartbeat, webhooks store the position of
+// rows their filter dropped. Position-only transactions read before
+// ErrIdle were passed to the batch. Use it without FirstWait, whose wait
+// would restart with each call.
+func IdleEvery(every time.Duration) CollectOption {
+	return func(c *Collector) { c.idleEvery = every }
 }
 
 // FirstWait bounds the wait for a batch's first transaction with events:

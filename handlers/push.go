@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/feed"
@@ -27,17 +28,15 @@ func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Dura
 
 // pumpFeed is pump reading s through feed f (a WebSocket's parkFeed).
 func pumpFeed(ctx context.Context, f feed.Reader, s *hub.Subscription, out sink, interval time.Duration) error {
-	c := feed.NewCollector(f, feed.OnIdle(interval, func(ctx context.Context) error {
-		// The cursor moves even when nothing is sent: position-only
-		// transactions are passed over, the heartbeat carries their cursor.
-		cursor, err := s.Cursor(ctx)
-		if err != nil || cursor == "" {
-			return err
-		}
-		return out.heartbeat(cursor)
-	}))
+	c := feed.NewCollector(f, feed.IdleEvery(interval))
 	for {
 		d, err := c.Next(ctx)
+		if errors.Is(err, feed.ErrIdle) {
+			if err := heartbeat(ctx, s, out); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -45,4 +44,15 @@ func pumpFeed(ctx context.Context, f feed.Reader, s *hub.Subscription, out sink,
 			return err
 		}
 	}
+}
+
+// heartbeat tells an idle client its cursor. The cursor moves even when
+// nothing is sent: position-only transactions are passed over, the
+// heartbeat carries their cursor.
+func heartbeat(ctx context.Context, s *hub.Subscription, out sink) error {
+	cursor, err := s.Cursor(ctx)
+	if err != nil || cursor == "" {
+		return err
+	}
+	return out.heartbeat(cursor)
 }

@@ -131,7 +131,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 	// heartbeats (every second) and transactions the filter emptied would
 	// otherwise keep a webhook that matches nothing from ever storing the
 	// position it has read up to.
-	ss.c = feed.NewCollector(ss.feed, feed.OnIdle(d.s.idleAck, ss.idle), feed.SplitTxns())
+	ss.c = feed.NewCollector(ss.feed, feed.IdleEvery(d.s.idleAck), feed.SplitTxns())
 	for {
 		b, err := ss.collect(ctx)
 		if err != nil {
@@ -170,7 +170,16 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 		err = ss.rebuild(ctx, b, targetEnd)
 	} else {
 		var res feed.Collected
-		res, err = ss.c.Collect(ctx, collecting{ss, b}, feed.Limits{Events: wh.BatchMaxEvents, Bytes: wh.MaxBytes(), Linger: wh.BatchMaxWait.D()})
+		lim := feed.Limits{Events: wh.BatchMaxEvents, Bytes: wh.MaxBytes(), Linger: wh.BatchMaxWait.D()}
+		for {
+			res, err = ss.c.Collect(ctx, collecting{ss, b}, lim)
+			if !errors.Is(err, feed.ErrIdle) {
+				break
+			}
+			if err = ss.idle(ctx); err != nil {
+				break
+			}
+		}
 		b.part, b.more = res.Part, res.Partial
 	}
 	if err != nil {
@@ -197,6 +206,11 @@ func (ss *session) collect(ctx context.Context) (*batch, error) {
 // back yet and the rest is read from the feed itself.
 func (ss *session) rebuild(ctx context.Context, b *batch, targetEnd position.Position) error {
 	dv, err := ss.c.Next(ctx)
+	for errors.Is(err, feed.ErrIdle) {
+		if err = ss.idle(ctx); err == nil {
+			dv, err = ss.c.Next(ctx)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -241,8 +255,8 @@ func (c collecting) Add(d *hub.Delivery) {
 	c.b.add(d)
 }
 
-// idle runs while no transaction with events comes: the webhook is caught
-// up.
+// idle runs while no transaction with events comes (feed.ErrIdle): the
+// webhook is caught up.
 func (ss *session) idle(ctx context.Context) error {
 	ss.d.s.metrics.setLag(ss.d.wh.Load().ID, nil, ss.d.s.now())
 	return ss.ackIdle(ctx)
