@@ -8,7 +8,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
-// The start positions vtgate is asked for (source.StartNow, StartSnapshot).
+// The start positions vtgate is asked for (source.NowPosition, SnapshotPosition).
 var (
 	startNow      = position.New(position.Shard{Keyspace: "customer", GTID: position.CurrentGTID})
 	startSnapshot = position.New(position.Shard{Keyspace: "customer"})

@@ -43,7 +43,7 @@ import (
 func (w *Watcher) resumeFrom(ctx context.Context, ks string, l store.Lease, log *slog.Logger) (*binlogdatapb.VGtid, error) {
 	saved := w.saved(ctx, ks)
 	if saved == nil {
-		return source.StartNow(ks), nil
+		return source.NowPosition(ks), nil
 	}
 	topo, err := w.src.Topology(ctx, ks)
 	if err != nil {
@@ -73,7 +73,7 @@ func (w *Watcher) resumeFrom(ctx context.Context, ks string, l store.Lease, log 
 		if err := w.recordGap(ctx, ks, saved, d.Missing, topo, log); err != nil {
 			return nil, err
 		}
-		return source.StartNow(ks), nil
+		return source.NowPosition(ks), nil
 	default:
 		return saved, nil
 	}

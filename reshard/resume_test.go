@@ -116,7 +116,7 @@ func TestWatcherRecordsAJournalItMissed(t *testing.T) {
 	st, reg, fake := resumeSetup(t)
 	before := journalGaps(t, "ks")
 	runWatcher(t, st, reg, fake)
-	sameVGtid(t, "the watcher's VStream starts at", fake.Call(t, 0).Req.Vgtid, source.StartNow("ks"))
+	sameVGtid(t, "the watcher's VStream starts at", fake.Call(t, 0).Req.Vgtid, source.NowPosition("ks"))
 	gaps, err := reg.Gaps(context.Background(), "ks")
 	if err != nil || len(gaps) != 1 {
 		t.Fatalf("gaps %v, %v; want one", gaps, err)

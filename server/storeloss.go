@@ -65,80 +65,109 @@ func (s *Server) recoverySteps(key []byte) {
 		return
 	}
 	g.OnLoss("cursor signing key", func(ctx context.Context, _ epoch.Loss) error {
-		if s.cfg.CursorSecret != "" {
-			return nil // not kept in the store
-		}
-		ok, err := s.store.PutIfAbsent(ctx, "meta", "cursor-key", key)
-		if err != nil {
-			return err
-		}
-		if ok {
-			metrics.StoreRestored("cursor_key", 1)
-			return nil
-		}
-		cur, err := s.store.Get(ctx, "meta", "cursor-key")
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(cur, key) {
-			s.log.Error("after the store lost data, a replica started and generated a new cursor signing key: tokens signed by replicas with different keys are refused by the others (400 invalid_cursor); restart every replica, and set --cursor-secret so that the key does not live in the store")
-		}
-		return nil
+		return s.restoreCursorKey(ctx, key)
 	})
 	g.OnLoss("streams file", func(ctx context.Context, _ epoch.Loss) error {
-		// What this replica knew: at the last intact check, and what its
-		// cache still holds (no List may have run since the loss).
-		known := s.streams.Cached()
-		if p := s.streamsBefore.Load(); p != nil {
-			known = append(known, *p...)
-		}
-		slices.Sort(known)
-		known = slices.Compact(known)
-		if s.cfg.StreamsFile != "" {
-			n, err := s.streams.LoadFile(ctx, s.cfg.StreamsFile)
-			if err != nil {
-				return err
-			}
-			metrics.StoreRestored("streams", n)
-			s.log.Warn("stream definitions restored from the streams file", "file", s.cfg.StreamsFile, "count", n)
-		}
-		defs, err := s.streams.List(ctx)
-		if err != nil {
-			return err
-		}
-		have := map[string]bool{}
-		for _, d := range defs {
-			have[d.Name] = true
-		}
-		var gone []string
-		for _, n := range known {
-			if !have[n] {
-				gone = append(gone, n)
-			}
-		}
-		if len(gone) > 0 {
-			s.log.Error("stream definitions lost with the store's data and not in --streams-file: recreate them (their readers get 404 meanwhile)", "streams", gone)
-		}
-		return nil
+		return s.restoreStreams(ctx)
 	})
 	g.OnLoss("subscriber cursors", func(ctx context.Context, _ epoch.Loss) error {
-		defs, err := s.streams.List(ctx)
-		if err != nil {
-			return err
-		}
-		have := map[string]bool{}
-		for _, d := range defs {
-			have[d.Name] = true
-		}
-		r, err := s.hub.Cursors().Restore(ctx, func(stream string) bool { return have[stream] })
-		if err != nil {
-			return err
-		}
-		metrics.StoreRestored("cursors", r.Written)
-		s.log.Warn("subscriber cursors this replica stored written back after the store lost data",
-			"written", r.Written, "already_current", r.Current, "stream_gone", r.Skipped, "incomplete", r.Incomplete)
-		return nil
+		return s.restoreCursors(ctx)
 	})
+}
+
+// restoreCursorKey writes key back as the cursor signing key, unless
+// another replica wrote one first: a different key is reported, since
+// replicas then refuse each other's tokens.
+func (s *Server) restoreCursorKey(ctx context.Context, key []byte) error {
+	if s.cfg.CursorSecret != "" {
+		return nil // not kept in the store
+	}
+	ok, err := s.store.PutIfAbsent(ctx, "meta", "cursor-key", key)
+	if err != nil {
+		return err
+	}
+	if ok {
+		metrics.StoreRestored("cursor_key", 1)
+		return nil
+	}
+	cur, err := s.store.Get(ctx, "meta", "cursor-key")
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(cur, key) {
+		s.log.Error("after the store lost data, a replica started and generated a new cursor signing key: tokens signed by replicas with different keys are refused by the others (400 invalid_cursor); restart every replica, and set --cursor-secret so that the key does not live in the store")
+	}
+	return nil
+}
+
+// restoreStreams loads the streams file again, if there is one, and
+// reports the streams this replica knew that are still gone.
+func (s *Server) restoreStreams(ctx context.Context) error {
+	known := s.knownStreams()
+	if s.cfg.StreamsFile != "" {
+		n, err := s.streams.LoadFile(ctx, s.cfg.StreamsFile)
+		if err != nil {
+			return err
+		}
+		metrics.StoreRestored("streams", n)
+		s.log.Warn("stream definitions restored from the streams file", "file", s.cfg.StreamsFile, "count", n)
+	}
+	have, err := s.streamNames(ctx)
+	if err != nil {
+		return err
+	}
+	var gone []string
+	for _, n := range known {
+		if !have[n] {
+			gone = append(gone, n)
+		}
+	}
+	if len(gone) > 0 {
+		s.log.Error("stream definitions lost with the store's data and not in --streams-file: recreate them (their readers get 404 meanwhile)", "streams", gone)
+	}
+	return nil
+}
+
+// knownStreams lists, sorted and once each, the streams this replica knew:
+// at the last intact check, and what its cache still holds (no List may
+// have run since the loss).
+func (s *Server) knownStreams() []string {
+	known := s.streams.Cached()
+	if p := s.streamsBefore.Load(); p != nil {
+		known = append(known, *p...)
+	}
+	slices.Sort(known)
+	return slices.Compact(known)
+}
+
+// streamNames is the set of the streams the store defines.
+func (s *Server) streamNames(ctx context.Context) (map[string]bool, error) {
+	defs, err := s.streams.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, d := range defs {
+		have[d.Name] = true
+	}
+	return have, nil
+}
+
+// restoreCursors writes back the subscriber cursors this replica stored,
+// of the streams that still exist.
+func (s *Server) restoreCursors(ctx context.Context) error {
+	have, err := s.streamNames(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := s.hub.Cursors().Restore(ctx, func(stream string) bool { return have[stream] })
+	if err != nil {
+		return err
+	}
+	metrics.StoreRestored("cursors", r.Written)
+	s.log.Warn("subscriber cursors this replica stored written back after the store lost data",
+		"written", r.Written, "already_current", r.Current, "stream_gone", r.Skipped, "incomplete", r.Incomplete)
+	return nil
 }
 
 // runGuard checks the store until ctx ends; the returned function waits

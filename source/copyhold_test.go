@@ -52,7 +52,7 @@ func TestCopyPositionsStayInsideTheCopy(t *testing.T) {
 		{fakevtgate.StreamCopied()},
 		s0.Txn(100, pos(12), s0.Insert("t", 100, []string{"3", "c"})),
 	}})
-	r := open(t, c, source.StartSnapshot(ks))
+	r := open(t, c, source.SnapshotPosition(ks))
 
 	for i, want := range []*binlogdatapb.VGtid{start, start, copyAt(10, ""), copyAt(10, "2"), copyAt(10, "2")} {
 		txn := next(t, r)
@@ -96,7 +96,7 @@ func TestResumedCopySkipsFinishedTables(t *testing.T) {
 		want []string
 	}{
 		{"inside b on one shard, c on the other", abc, inB, []string{"c", "b"}},
-		{"from the start", abc, source.StartSnapshot(ks), nil},
+		{"from the start", abc, source.SnapshotPosition(ks), nil},
 		{"after the copy", abc, pos(10), nil},
 		{"regex rule", regex, inB, nil},
 	} {

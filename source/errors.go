@@ -82,9 +82,15 @@ var permanentMessages = []string{
 	"fetch error: node doesn't exist",
 }
 
-// ErrUnavailable is vtgate not answering in time something a client waits
-// for (a position for "now"): Unavailable reports it.
-var ErrUnavailable = errors.New("vtgate did not answer in time")
+// ErrVtgateTimeout is vtgate not answering in time something a client
+// waits for (a position for "now"): Unavailable reports it. It is not
+// store.ErrUnavailable, the store being down.
+var ErrVtgateTimeout = errors.New("vtgate did not answer in time")
+
+// ErrUnavailable is the former name of ErrVtgateTimeout.
+//
+// Deprecated: use ErrVtgateTimeout; the name read as store.ErrUnavailable.
+var ErrUnavailable = ErrVtgateTimeout
 
 // UpstreamError is vtgate failing a request the gateway made on a client's
 // behalf: the position a new reader starts from, a schema check. Op says
@@ -107,7 +113,7 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrVtgateTimeout) {
 		return true
 	}
 	var coded interface{ ErrorCode() vtrpcpb.Code }

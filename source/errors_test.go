@@ -22,7 +22,7 @@ func TestUnavailable(t *testing.T) {
 		{vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "connection refused"), true},
 		{vterrors.Errorf(vtrpcpb.Code_DEADLINE_EXCEEDED, "context deadline exceeded"), true},
 		{context.DeadlineExceeded, true},
-		{fmt.Errorf("%w: no position after 10s", source.ErrUnavailable), true},
+		{fmt.Errorf("%w: no position after 10s", source.ErrVtgateTimeout), true},
 		{&source.UpstreamError{Op: "list keyspaces", Err: vterrors.Errorf(vtrpcpb.Code_UNAVAILABLE, "x")}, true},
 		{fmt.Errorf("webhook: %w", &source.UpstreamError{Op: "current position", Err: context.DeadlineExceeded}), true},
 		{vterrors.Errorf(vtrpcpb.Code_PERMISSION_DENIED, "not authorized"), false},

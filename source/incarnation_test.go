@@ -88,7 +88,7 @@ func TestReaderStampsShardsItWasNotGiven(t *testing.T) {
 		b.JournalTxn(7, parts, "MariaDB/0-2-30", afterB, "0", "MariaDB/0-1-5"),
 		s0.Txn(100, merged, tField, s0.Insert("t", 100, []string{"1", "a"})),
 	}})
-	r := open(t, c, source.StartNow(ks))
+	r := open(t, c, source.NowPosition(ks))
 
 	first := next(t, r)
 	if s := entry(t, first.VGtid, "-80"); s.Incarnation != "" {
@@ -119,7 +119,7 @@ func TestReaderWithoutIncarnationsHandsOutNothing(t *testing.T) {
 	fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), tField, s0.Insert("t", 100, []string{"1", "a"})),
 	}})
-	r := open(t, c, source.StartNow(ks))
+	r := open(t, c, source.NowPosition(ks))
 	fake.Call(t, 0)
 	<-fake.Call(t, 0).Done()
 	if txn, ok, _ := r.TryNext(); ok && txn != nil {

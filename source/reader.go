@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
+	"vitess.io/vitess/go/vt/vtgate/vtgateconn"
 
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
@@ -242,24 +243,43 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 	defer watch.stop()
 	r.track.begin(r.spec.Keyspace, pos, cancel)
 	defer r.track.end()
-	stalled := func(err error) error {
-		if cause := context.Cause(sctx); ctx.Err() == nil && (errors.Is(cause, ErrStalled) || errors.Is(cause, ErrReparented)) {
-			return cause
-		}
-		return err
-	}
 	r.waitFrom = time.Now()
 	watch.waiting(r.waitFrom)
-	flags := r.flags()
-	flags.TablesToCopy = tablesToCopy(r.spec, pos)
-	// vtgate knows no incarnations (position/incarnation.go).
-	vs, err := r.c.conn.VStream(sctx, r.c.opts.tabletType, position.Of(pos).ForVTGate(), r.spec.Filter(), flags)
+	vs, err := r.vstream(sctx, pos)
 	if err != nil {
 		watch.received()
-		return pos, false, noJournal, stalled(err)
+		return pos, false, noJournal, stallCause(ctx, sctx, err)
 	}
 	asm := newAssembler(r.spec, r.c.schema, pos, r.c.opts.onJournal, r.c.opts.chunkBytes, r.open)
 	asm.incarnations = r.c.opts.incarnations
+	progressed, journal, err := r.receive(ctx, sctx, vs, asm, watch)
+	// asm.pos is the last whole transaction.
+	return asm.pos, progressed, journal, err
+}
+
+// vstream asks vtgate for the stream from pos, under the stream's context
+// sctx.
+func (r *Reader) vstream(sctx context.Context, pos *binlogdatapb.VGtid) (vtgateconn.VStreamReader, error) {
+	flags := r.flags()
+	flags.TablesToCopy = tablesToCopy(r.spec, pos)
+	// vtgate knows no incarnations (position/incarnation.go).
+	return r.c.conn.VStream(sctx, r.c.opts.tabletType, position.Of(pos).ForVTGate(), r.spec.Filter(), flags)
+}
+
+// stallCause is err, or, when the stream's context sctx (not ctx) was
+// cancelled for a stall or a reparent, that cause: err is then only the
+// cancellation's echo.
+func stallCause(ctx, sctx context.Context, err error) error {
+	if cause := context.Cause(sctx); ctx.Err() == nil && (errors.Is(cause, ErrStalled) || errors.Is(cause, ErrReparented)) {
+		return cause
+	}
+	return err
+}
+
+// receive reads vs into asm and delivers its transactions until an error.
+// It reports whether any transaction was delivered and how far through a
+// reshard journal the stream got.
+func (r *Reader) receive(ctx, sctx context.Context, vs vtgateconn.VStreamReader, asm *assembler, watch *stallWatch) (bool, journalState, error) {
 	progressed, journal := false, noJournal
 	for first := true; ; first = false {
 		if !first {
@@ -269,11 +289,11 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		evs, err := vs.Recv()
 		if !watch.received() {
 			// Whatever Recv returned came too late: the stream is
-			// cancelled. asm.pos is the last whole transaction.
-			return asm.pos, progressed, journal, stalled(err)
+			// cancelled.
+			return progressed, journal, stallCause(ctx, sctx, err)
 		}
 		if err != nil {
-			return asm.pos, progressed, journal, stalled(err)
+			return progressed, journal, stallCause(ctx, sctx, err)
 		}
 		r.track.saw(evs)
 		if r.down != nil {
@@ -284,38 +304,61 @@ func (r *Reader) attempt(ctx context.Context, pos *binlogdatapb.VGtid) (*binlogd
 		for _, ev := range evs {
 			txn, err := asm.add(ctx, ev)
 			if err != nil {
-				return asm.pos, progressed, journal, err
+				return progressed, journal, err
 			}
 			if txn == nil {
 				continue
 			}
-			if r.open > 0 && !txn.Continued {
-				if len(txn.Events) > 0 {
-					return asm.pos, progressed, journal, &ProtocolError{Msg: "a resumed chunked transaction did not come first"}
-				}
-				continue // a position or heartbeat before the resumed transaction: nothing new
+			before, err := r.beforeResumed(txn)
+			if err != nil {
+				return progressed, journal, err
 			}
-			if txn.Partial {
-				r.open += len(txn.Events)
-			} else {
-				r.open = 0
+			if before {
+				continue
 			}
-			if txn.Journal != nil && journal != journalDone {
-				journal = journalSeen
-				if asm.journalDone(txn.Journal) {
-					journal = journalDone
-				}
-			}
-			// Past the read-ahead budget, stop reading: gRPC flow control
-			// then pauses vtgate until the consumer catches up.
-			w := txn.Weight()
-			if r.budget.Acquire(ctx, w) != nil || !r.send(ctx, result{txn: txn, weight: w}) {
-				return asm.pos, progressed, journal, ctx.Err()
+			r.countOpen(txn)
+			journal = journal.after(asm, txn)
+			if !r.deliver(ctx, txn) {
+				return progressed, journal, ctx.Err()
 			}
 			progressed = true
-			metrics.EventsIn(r.spec.Name, len(txn.Events))
 		}
 	}
+}
+
+// beforeResumed reports whether txn comes before the chunked transaction
+// the attempt resumes (r.open of its events were delivered already): a
+// position or heartbeat, nothing new. Events there are a ProtocolError.
+func (r *Reader) beforeResumed(txn *Txn) (bool, error) {
+	if r.open <= 0 || txn.Continued {
+		return false, nil
+	}
+	if len(txn.Events) > 0 {
+		return false, &ProtocolError{Msg: "a resumed chunked transaction did not come first"}
+	}
+	return true, nil
+}
+
+// countOpen keeps r.open, the events of a chunked transaction delivered so
+// far, as txn is delivered.
+func (r *Reader) countOpen(txn *Txn) {
+	if txn.Partial {
+		r.open += len(txn.Events)
+	} else {
+		r.open = 0
+	}
+}
+
+// deliver hands txn to the consumer; false when ctx ended first.
+func (r *Reader) deliver(ctx context.Context, txn *Txn) bool {
+	// Past the read-ahead budget, stop reading: gRPC flow control
+	// then pauses vtgate until the consumer catches up.
+	w := txn.Weight()
+	if r.budget.Acquire(ctx, w) != nil || !r.send(ctx, result{txn: txn, weight: w}) {
+		return false
+	}
+	metrics.EventsIn(r.spec.Name, len(txn.Events))
+	return true
 }
 
 // journalState is how far an attempt got through a reshard journal.
@@ -326,6 +369,17 @@ const (
 	journalSeen              // some participant's JOURNAL delivered
 	journalDone              // every participant's JOURNAL delivered
 )
+
+// after is s once txn is delivered.
+func (s journalState) after(asm *assembler, txn *Txn) journalState {
+	if txn.Journal == nil || s == journalDone {
+		return s
+	}
+	if asm.journalDone(txn.Journal) {
+		return journalDone
+	}
+	return journalSeen
+}
 
 func (r *Reader) send(ctx context.Context, res result) bool {
 	select {

@@ -91,7 +91,7 @@ func TestCopyPhase(t *testing.T) {
 		{fakevtgate.StreamCopied()},
 		s0.Txn(100, pos(11), s0.Insert("t", 100, []string{"3", "c"})),
 	}})
-	r := open(t, c, source.StartSnapshot(ks))
+	r := open(t, c, source.SnapshotPosition(ks))
 
 	if txn := next(t, r); len(txn.Events) != 0 {
 		t.Fatalf("FIELD transaction delivered %s", summary(t, txn))
@@ -112,7 +112,7 @@ func TestCopyPhase(t *testing.T) {
 	if got, want := summary(t, txn), `insert {"id":3,"doc":"c"}`; got != want {
 		t.Fatalf("after the copy phase: %s, want %s", got, want)
 	}
-	samePos(t, "request", fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+	samePos(t, "request", fake.Call(t, 0).Req.Vgtid, source.SnapshotPosition(ks))
 }
 
 // MariaDB's JSON columns are found from SHOW CREATE TABLE and embedded as

@@ -260,12 +260,26 @@ func (c *Client) Close() {
 func (c *Client) Conn() *vtgateconn.VTGateConn { return c.conn }
 
 // Start positions for a new stream: every shard of keyspace from now, or
-// from a consistent copy-phase snapshot followed by its changes.
-func StartNow(keyspace string) *binlogdatapb.VGtid {
+// from a consistent copy-phase snapshot followed by its changes. (A
+// definition's start mode, "now" or "snapshot", is streams.StartNow or
+// streams.StartSnapshot.)
+func NowPosition(keyspace string) *binlogdatapb.VGtid {
 	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: keyspace, Gtid: position.CurrentGTID}}}
 }
 
-// StartSnapshot returns the position that starts with a copy phase.
-func StartSnapshot(keyspace string) *binlogdatapb.VGtid {
+// SnapshotPosition returns the position that starts with a copy phase.
+func SnapshotPosition(keyspace string) *binlogdatapb.VGtid {
 	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: keyspace, Gtid: ""}}}
 }
+
+// StartNow is the former name of NowPosition.
+//
+// Deprecated: use NowPosition; the name read as streams.StartNow, a
+// definition's start mode.
+func StartNow(keyspace string) *binlogdatapb.VGtid { return NowPosition(keyspace) }
+
+// StartSnapshot is the former name of SnapshotPosition.
+//
+// Deprecated: use SnapshotPosition; the name read as
+// streams.StartSnapshot, a definition's start mode.
+func StartSnapshot(keyspace string) *binlogdatapb.VGtid { return SnapshotPosition(keyspace) }

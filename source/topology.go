@@ -126,7 +126,7 @@ func (t Topology) Serving(keyspace string) []string {
 func (c *Client) Current(ctx context.Context, keyspace string) (*binlogdatapb.VGtid, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r := c.Open(ctx, Spec{Name: "current/" + keyspace, Keyspace: keyspace, Rules: []*binlogdatapb.Rule{{Match: "__vsgw_none__"}}}, StartNow(keyspace))
+	r := c.Open(ctx, Spec{Name: "current/" + keyspace, Keyspace: keyspace, Rules: []*binlogdatapb.Rule{{Match: "__vsgw_none__"}}}, NowPosition(keyspace))
 	defer r.Close()
 	for {
 		t, err := r.Next(ctx)

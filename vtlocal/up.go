@@ -30,22 +30,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	defer unlock()
 	start := time.Now()
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
-			return fmt.Errorf("vitess binary %s missing in %s: run EnsureBinaries (vtlocal binaries)", b, c.binDir)
-		}
-	}
-	if _, err := c.account(ctx); err != nil {
+	if err := c.checkBinaries(); err != nil {
 		return err
 	}
-	c.reservePorts()
-	if err := c.mkdirOwned(c.tmpDir()); err != nil {
-		return err
-	}
-	if err := c.mkdirOwned(filepath.Join(c.dataRoot, "backups")); err != nil {
-		return err
-	}
-	if err := c.writeConfig(ctx); err != nil {
+	if err := c.prepareDataRoot(ctx); err != nil {
 		return err
 	}
 	if err := c.startEtcd(ctx); err != nil {
@@ -61,21 +49,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	example := func(name string) string { return filepath.Join(m.Dir, "examples", "local", name) }
 
 	// Every shard's tablet starts together: mysqld initialisation
-	// (mysql_install_db) dominates Up and is independent per tablet. A
-	// keyspace that exists keeps its shards (Up after a reshard, or after
-	// a reboot killed the processes); a new one gets shard 0.
-	var want [][2]string
-	for _, ks := range []string{"commerce", "customer"} {
-		shards, err := c.shards(ctx, ks)
-		if err != nil && !isNotFound(err) {
-			return err
-		}
-		if len(shards) == 0 {
-			shards = []string{"0"}
-		}
-		for _, sh := range shards {
-			want = append(want, [2]string{ks, sh})
-		}
+	// (mysql_install_db) dominates Up and is independent per tablet.
+	want, err := c.wantedShards(ctx)
+	if err != nil {
+		return err
 	}
 	tablets, err := c.ensureShardPrimaries(ctx, want)
 	if err != nil {
@@ -83,19 +60,8 @@ func (c *Cluster) Up(ctx context.Context) error {
 	}
 	commerce := tablets[0]
 
-	// commerce: the example schema (step 101).
-	vs, err := c.getVSchema(ctx, "commerce")
-	if err != nil {
+	if err := c.applyCommerceSchema(ctx, example); err != nil {
 		return err
-	}
-	if _, ok := vs.Tables["product"]; !ok {
-		c.log.Info("applying commerce schema and vschema")
-		if _, err := c.vtctl(ctx, "ApplySchema", "--sql-file", example("create_commerce_schema.sql"), "commerce"); err != nil {
-			return err
-		}
-		if _, err := c.vtctl(ctx, "ApplyVSchema", "--vschema-file", example("vschema_commerce_initial.json"), "commerce"); err != nil {
-			return err
-		}
 	}
 	if err := c.waitServing(ctx, commerce); err != nil {
 		return err
@@ -107,16 +73,8 @@ func (c *Cluster) Up(ctx context.Context) error {
 
 	// customer/0 and the MoveTables of customer and corder into it
 	// (steps 201-205), then sequences and the sharded vschema (301).
-	for _, r := range tablets[1:] {
-		s, err := c.shard(ctx, r.Keyspace, r.Shard)
-		if err != nil {
-			return err
-		}
-		if s.Shard.IsPrimaryServing {
-			if err := c.waitServing(ctx, r); err != nil {
-				return err
-			}
-		}
+	if err := c.waitServingPrimaries(ctx, tablets[1:]); err != nil {
+		return err
 	}
 	if err := c.moveCustomerTables(ctx); err != nil {
 		return err
@@ -128,6 +86,87 @@ func (c *Cluster) Up(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("cluster up", "took", since(start), "mysql", c.MySQLAddr(), "vtgate_grpc", c.VtgateAddr(), "vtctld", c.VtctldAddr())
+	return nil
+}
+
+// checkBinaries fails unless every Vitess binary Up runs is installed.
+func (c *Cluster) checkBinaries() error {
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(c.binDir, b)); err != nil {
+			return fmt.Errorf("vitess binary %s missing in %s: run EnsureBinaries (vtlocal binaries)", b, c.binDir)
+		}
+	}
+	return nil
+}
+
+// prepareDataRoot readies what the daemons need before any starts: the
+// run user, the reserved ports, the data root's directories and config.
+func (c *Cluster) prepareDataRoot(ctx context.Context) error {
+	if _, err := c.account(ctx); err != nil {
+		return err
+	}
+	c.reservePorts()
+	if err := c.mkdirOwned(c.tmpDir()); err != nil {
+		return err
+	}
+	if err := c.mkdirOwned(filepath.Join(c.dataRoot, "backups")); err != nil {
+		return err
+	}
+	return c.writeConfig(ctx)
+}
+
+// wantedShards lists the (keyspace, shard) pairs that get a tablet,
+// commerce's first. A keyspace that exists keeps its shards (Up after a
+// reshard, or after a reboot killed the processes); a new one gets shard 0.
+func (c *Cluster) wantedShards(ctx context.Context) ([][2]string, error) {
+	var want [][2]string
+	for _, ks := range []string{"commerce", "customer"} {
+		shards, err := c.shards(ctx, ks)
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
+		if len(shards) == 0 {
+			shards = []string{"0"}
+		}
+		for _, sh := range shards {
+			want = append(want, [2]string{ks, sh})
+		}
+	}
+	return want, nil
+}
+
+// applyCommerceSchema applies the example schema and vschema of commerce
+// (step 101) unless its product table is there.
+func (c *Cluster) applyCommerceSchema(ctx context.Context, example func(string) string) error {
+	vs, err := c.getVSchema(ctx, "commerce")
+	if err != nil {
+		return err
+	}
+	if _, ok := vs.Tables["product"]; ok {
+		return nil
+	}
+	c.log.Info("applying commerce schema and vschema")
+	if _, err := c.vtctl(ctx, "ApplySchema", "--sql-file", example("create_commerce_schema.sql"), "commerce"); err != nil {
+		return err
+	}
+	_, err = c.vtctl(ctx, "ApplyVSchema", "--vschema-file", example("vschema_commerce_initial.json"), "commerce")
+	return err
+}
+
+// waitServingPrimaries waits for the tablets of the shards whose primary
+// is serving to answer queries.
+func (c *Cluster) waitServingPrimaries(ctx context.Context, tablets []TabletRecord) error {
+	for _, r := range tablets {
+		s, err := c.shard(ctx, r.Keyspace, r.Shard)
+		if err != nil {
+			return err
+		}
+		if s.Shard.IsPrimaryServing {
+			if err := c.waitServing(ctx, r); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -76,7 +76,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	}
 	defer cl.Close()
 	def := streams.Definition{Name: c.stream, Keyspace: c.keyspace, Tables: strings.Split(c.tables, ",")}
-	r := cl.Open(ctx, source.Spec{Keyspace: c.keyspace, Rules: def.VitessRules(), Name: c.stream}, source.StartNow(c.keyspace))
+	r := cl.Open(ctx, source.Spec{Keyspace: c.keyspace, Rules: def.VitessRules(), Name: c.stream}, source.NowPosition(c.keyspace))
 	defer r.Close()
 	// Cursors signed as the gateway signs them, so that the published
 	// events are the gateway's, byte for byte in shape and size.
