@@ -140,9 +140,9 @@ func (h *Hub) Close() {
 // StartPosition is where a reader without a cursor begins.
 func StartPosition(def *streams.Definition) *binlogdatapb.VGtid {
 	if def.Start == streams.StartSnapshot {
-		return source.StartSnapshot(def.Keyspace)
+		return source.SnapshotPosition(def.Keyspace)
 	}
-	return source.StartNow(def.Keyspace)
+	return source.NowPosition(def.Keyspace)
 }
 
 func (h *Hub) newSubscription(def *streams.Definition, from *binlogdatapb.VGtid, token string, src txnSource) *Subscription {

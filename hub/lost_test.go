@@ -35,7 +35,7 @@ func TestLostCursorResync(t *testing.T) {
 			t.Fatalf("resync event %s, want reason store_lost naming the subscriber", js)
 		}
 		next(t, s)
-		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.SnapshotPosition(ks))
 	})
 	t.Run("stored cursor", func(t *testing.T) {
 		e := newEnv(t, loss)
@@ -65,7 +65,7 @@ func TestLostCursorResync(t *testing.T) {
 		e := newEnv(t, WithStoreLoss(func() time.Time { return time.Now().Add(-2 * time.Hour) }, time.Hour))
 		e.fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{{s0.Pos(pos(10))}}}, live)
 		e.open(t, From{Subscriber: "bob"})
-		samePos(t, "resolving request", e.fake.Call(t, 0).Req.Vgtid, source.StartNow(ks))
+		samePos(t, "resolving request", e.fake.Call(t, 0).Req.Vgtid, source.NowPosition(ks))
 	})
 }
 

@@ -378,7 +378,7 @@ func TestMoveGapAfterComplete(t *testing.T) {
 			t.Fatalf("got %q %s, want a resync notice", summary(t, d.Txn), d.Events[0].AppendJSON(nil, ""))
 		}
 		next(t, s)
-		samePos(t, "snapshot request", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(commerceKs))
+		samePos(t, "snapshot request", e.fake.Call(t, 0).Req.Vgtid, source.SnapshotPosition(commerceKs))
 	})
 	t.Run("fail", func(t *testing.T) {
 		e := moveEnv(t, &fakeMover{moves: []streams.Move{moveOfT()}, completed: true})

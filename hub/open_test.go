@@ -61,7 +61,7 @@ func TestOpenPosition(t *testing.T) {
 		// (see TestOpenFromNowResolvesPosition).
 		e.fake.Push(fakevtgate.Script{Batches: [][]*binlogdatapb.VEvent{{s0.Pos(pos(10))}}}, live)
 		s := e.open(t, From{Subscriber: "bob"})
-		samePos(t, "resolving request", e.fake.Call(t, 0).Req.Vgtid, source.StartNow(ks))
+		samePos(t, "resolving request", e.fake.Call(t, 0).Req.Vgtid, source.NowPosition(ks))
 		if d := next(t, s); len(d.Events) != 0 || d.Cursor != e.token(t, pos(10)) {
 			t.Fatalf("first delivery %q with cursor for %v", summary(t, d.Txn), d.VGtid)
 		}
@@ -77,7 +77,7 @@ func TestOpenPosition(t *testing.T) {
 			t.Error("a stream starting with a copy phase is caught up")
 		}
 		next(t, s)
-		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+		samePos(t, "request", e.fake.Call(t, 0).Req.Vgtid, source.SnapshotPosition(ks))
 	})
 	t.Run("foreign token", func(t *testing.T) {
 		e := newEnv(t)
@@ -270,7 +270,7 @@ func TestOpenRebuild(t *testing.T) {
 		if _, ok, err := s.TryNext(context.Background()); ok || err != nil { // opens the VStream
 			t.Fatalf("TryNext: %v, %v", ok, err)
 		}
-		samePos(t, "request (a copy phase)", e.fake.Call(t, 0).Req.Vgtid, source.StartSnapshot(ks))
+		samePos(t, "request (a copy phase)", e.fake.Call(t, 0).Req.Vgtid, source.SnapshotPosition(ks))
 		if o := e.lastOutcome(); o != reshard.Resync {
 			t.Errorf("outcome %q", o)
 		}
@@ -310,7 +310,7 @@ func TestOpenFromNowResolvesPosition(t *testing.T) {
 	}})
 	s := e.open(t, From{Subscriber: "new"})
 	resolve := e.fake.Call(t, 0)
-	samePos(t, "resolving request", resolve.Req.Vgtid, source.StartNow(ks))
+	samePos(t, "resolving request", resolve.Req.Vgtid, source.NowPosition(ks))
 	<-resolve.Done() // closed once resolved
 
 	d := next(t, s)

@@ -119,7 +119,7 @@ func (t *tail) wait(ctx context.Context) (*ring, error) {
 	case <-t.ready:
 		return t.ring, nil
 	case <-timer.C:
-		return nil, fmt.Errorf("%w: no position from the stream's tail after %v", source.ErrUnavailable, t.h.tailOpts.StartWait)
+		return nil, fmt.Errorf("%w: no position from the stream's tail after %v", source.ErrVtgateTimeout, t.h.tailOpts.StartWait)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -177,7 +177,7 @@ func (t *tail) current() *ring {
 
 func (t *tail) run(ctx context.Context) {
 	log := t.h.log.With("stream", t.def.Name)
-	r := t.h.up.Open(ctx, t.def, source.StartNow(t.def.Keyspace))
+	r := t.h.up.Open(ctx, t.def, source.NowPosition(t.def.Keyspace))
 	defer r.Close()
 	defer t.forget()
 	var ring *ring

@@ -87,11 +87,6 @@ var permanentMessages = []string{
 // store.ErrUnavailable, the store being down.
 var ErrVtgateTimeout = errors.New("vtgate did not answer in time")
 
-// ErrUnavailable is the former name of ErrVtgateTimeout.
-//
-// Deprecated: use ErrVtgateTimeout; the name read as store.ErrUnavailable.
-var ErrUnavailable = ErrVtgateTimeout
-
 // UpstreamError is vtgate failing a request the gateway made on a client's
 // behalf: the position a new reader starts from, a schema check. Op says
 // what was asked. Callers answering clients tell two cases apart with

@@ -271,15 +271,3 @@ func NowPosition(keyspace string) *binlogdatapb.VGtid {
 func SnapshotPosition(keyspace string) *binlogdatapb.VGtid {
 	return &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{{Keyspace: keyspace, Gtid: ""}}}
 }
-
-// StartNow is the former name of NowPosition.
-//
-// Deprecated: use NowPosition; the name read as streams.StartNow, a
-// definition's start mode.
-func StartNow(keyspace string) *binlogdatapb.VGtid { return NowPosition(keyspace) }
-
-// StartSnapshot is the former name of SnapshotPosition.
-//
-// Deprecated: use SnapshotPosition; the name read as
-// streams.StartSnapshot, a definition's start mode.
-func StartSnapshot(keyspace string) *binlogdatapb.VGtid { return SnapshotPosition(keyspace) }

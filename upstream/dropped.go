@@ -172,7 +172,7 @@ func (w *droppedWatch) refused(err error) error {
 		w.err = dropped
 		return dropped
 	}
-	live := source.StartNow(w.spec.Keyspace)
+	live := source.NowPosition(w.spec.Keyspace)
 	notice := source.Control(event.TypeResync, tm.Keyspace, "", map[string]any{
 		"reason": ResyncTablesDropped, "tables": gone,
 		"message": droppedNotice(tm.Keyspace) + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
