@@ -60,7 +60,7 @@ func (h *Hub) resyncReason() string {
 // snapshot and the live stream.
 func (h *Hub) lostCursor(ctx context.Context, def *streams.Definition, sub string, lostAt time.Time) (*Subscription, error) {
 	live := StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
-	notice := source.Control(event.TypeResync, def.Keyspace, "", map[string]any{
+	notice := event.Control(event.TypeResync, def.Keyspace, "", map[string]any{
 		"reason":     ResyncStoreLost,
 		"subscriber": sub,
 		"lost_at":    lostAt.UTC().Format(time.RFC3339),

@@ -89,7 +89,7 @@ func (p *planned) then(live *binlogdatapb.VGtid, txns ...*source.Txn) {
 // notice with fields.
 func (p *planned) resync(def *streams.Definition, fields map[string]any) {
 	live := StartPosition(&streams.Definition{Keyspace: def.Keyspace, Start: streams.StartSnapshot})
-	notice := source.Control(event.TypeResync, def.Keyspace, "", fields)
+	notice := event.Control(event.TypeResync, def.Keyspace, "", fields)
 	p.then(live, &source.Txn{VGtid: live, Events: []event.Event{notice}})
 	p.outcome = reshard.Resync
 }
@@ -230,7 +230,7 @@ func (h *Hub) observed(def *streams.Definition, outcome reshard.Outcome, d resha
 }
 
 func reshardNotice(j *reshard.Journal) event.Event {
-	return source.Control(event.TypeReshard, j.Keyspace, "", map[string]any{
+	return event.Control(event.TypeReshard, j.Keyspace, "", map[string]any{
 		"from": j.From(), "to": j.To(), "journal_id": fmt.Sprint(j.ID),
 	})
 }
@@ -319,7 +319,7 @@ func appendNotice(srcs []txnSource, b Bridge, after position.Position) []txnSour
 	if b.Notice == nil {
 		return srcs
 	}
-	ev := source.Control(b.Notice.Type, b.Notice.Keyspace, "", b.Notice.Fields)
+	ev := event.Control(b.Notice.Type, b.Notice.Keyspace, "", b.Notice.Fields)
 	return append(srcs, &sliceSource{txns: []*source.Txn{{VGtid: after.VGtid(), Events: []event.Event{ev}}}})
 }
 

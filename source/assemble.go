@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -175,7 +174,7 @@ func (a *assembler) commit() *Txn {
 // ddl forgets the keyspace's schema and hands out a DDL control event.
 func (a *assembler) ddl(ev *binlogdatapb.VEvent) *Txn {
 	a.schema.invalidate(a.spec.Keyspace)
-	ctl := Control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
+	ctl := event.Control(event.TypeDDL, ev.Keyspace, ev.Shard, map[string]any{"statement": ev.Statement})
 	return a.emit(&Txn{Events: []event.Event{ctl}, CommitTS: ev.Timestamp})
 }
 
@@ -214,7 +213,7 @@ func (a *assembler) copyCompleted(ev *binlogdatapb.VEvent) *Txn {
 		// The copy is over: from here on vtgate's positions are
 		// the stream's, this one first.
 		a.copy = nil
-		ctl := Control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
+		ctl := event.Control(event.TypeSnapshotComplete, a.spec.Keyspace, "", nil)
 		return a.emit(&Txn{Events: []event.Event{ctl}, VGtid: a.raw})
 	}
 	a.copy.done(ev.Keyspace, ev.Shard)
@@ -428,7 +427,7 @@ func (a *assembler) journalEvent(j *binlogdatapb.Journal) *Txn {
 		// ("-80" < "80-") is what people read.
 		sort.Strings(from)
 		sort.Strings(to)
-		events = append(events, Control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
+		events = append(events, event.Control(event.TypeReshard, a.spec.Keyspace, "", map[string]any{
 			"from": from, "to": to, "journal_id": fmt.Sprint(j.Id),
 		}))
 	}
@@ -439,22 +438,6 @@ func (a *assembler) journalEvent(j *binlogdatapb.Journal) *Txn {
 		return nil
 	}
 	return a.emit(&Txn{Events: events, Journal: j, JournalDone: done})
-}
-
-// Control encodes a control event. They are rare, so encoding/json is fine.
-func Control(typ event.Type, keyspace, shard string, fields map[string]any) event.Event {
-	m := map[string]any{"type": typ}
-	if keyspace != "" {
-		m["keyspace"] = keyspace
-	}
-	if shard != "" {
-		m["shard"] = shard
-	}
-	for k, v := range fields {
-		m[k] = v
-	}
-	b, _ := json.Marshal(m)
-	return event.Event{Type: typ, Keyspace: keyspace, Shard: shard, JSON: b[:len(b)-1]}
 }
 
 // journalDone reports whether every participant of j has sent its JOURNAL

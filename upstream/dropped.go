@@ -173,7 +173,7 @@ func (w *droppedWatch) refused(err error) error {
 		return dropped
 	}
 	live := source.NowPosition(w.spec.Keyspace)
-	notice := source.Control(event.TypeResync, tm.Keyspace, "", map[string]any{
+	notice := event.Control(event.TypeResync, tm.Keyspace, "", map[string]any{
 		"reason": ResyncTablesDropped, "tables": gone,
 		"message": droppedNotice(tm.Keyspace) + "; the changes between the cursor and the DROP cannot be read: discard what you derived from earlier events of these tables",
 	})
@@ -229,7 +229,7 @@ func (w *droppedWatch) check(t *source.Txn) *source.Txn {
 			w.err = &TablesDroppedError{Keyspace: ks, Tables: gone}
 			return nil
 		}
-		notice := source.Control(event.TypeResync, ks, "", map[string]any{
+		notice := event.Control(event.TypeResync, ks, "", map[string]any{
 			"reason": ResyncTablesDropped, "tables": gone,
 			"message": droppedNotice(ks) + "; discard what you derived from earlier events of these tables",
 		})

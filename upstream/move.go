@@ -206,7 +206,7 @@ func (m *movingSource) finish() {
 	// ResumeInTxn (opts) counts events of a transaction of the source
 	// keyspace: never for the target's first VStream.
 	m.ks, m.entry, m.cut, m.looked, m.opts = mv.To, m.pos, nil, false, nil
-	notice := source.Control(event.TypeMoved, mv.From, "", map[string]any{
+	notice := event.Control(event.TypeMoved, mv.From, "", map[string]any{
 		"tables": mv.Tables, "from": mv.From, "to": mv.To, "journal": mv.Journal,
 	})
 	m.out = append(m.out, &source.Txn{VGtid: m.pos, Events: []event.Event{notice}, Received: time.Now()})

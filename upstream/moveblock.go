@@ -52,7 +52,7 @@ func (m *movingSource) announceBlock() {
 		return
 	}
 	m.blockSaid = b.Journal
-	notice := source.Control(event.TypeBlocked, b.From, "", map[string]any{
+	notice := event.Control(event.TypeBlocked, b.From, "", map[string]any{
 		"reason": b.Reason, "tables": b.Tables, "from": b.From, "to": b.To, "journal": b.Journal,
 		"message": "MoveTables moved only some of the stream's tables: the stream cannot follow them (it reads one keyspace) and reads " +
 			b.From + " on, where the moved tables get no new rows; define a stream on " + b.To + " for them",
