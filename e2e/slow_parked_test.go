@@ -45,7 +45,12 @@ func TestWSSlowConsumerParked(t *testing.T) {
 	}
 
 	// Rows far beyond the socket buffers, while the client reads nothing.
-	insertSlowRows(t, ctx, stream)
+	// They are written beside the wait for the disconnect: the gateway
+	// gives a slow client wsGiveUp to take its final message once it is
+	// cut off, so the client must start reading then, not once the last
+	// row is in (seconds later on a loaded machine).
+	inserted := make(chan error, 1)
+	go func() { inserted <- insertSlowRowsErr(ctx, stream) }()
 	eventually(t, time.Minute, "the gateway to close the parked client that stopped reading", func() error {
 		if n := wsDisconnects(t, g, "slow_consumer"); n == before {
 			return fmt.Errorf("vsg_ws_disconnects_total{reason=\"slow_consumer\"} still %v", n)
@@ -54,5 +59,8 @@ func TestWSSlowConsumerParked(t *testing.T) {
 	})
 
 	got, safe, _ := readToSlowClose(t, ctx, c, stream, "mid-stream")
+	if err := <-inserted; err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("parked client cut off after %d whole rows (%d read) of %d", safe, got, slowRows)
 }

@@ -105,9 +105,17 @@ const slowRows, slowPerTxn = 40000, 500
 // numbered from 0, in transactions of slowPerTxn rows.
 func insertSlowRows(t *testing.T, ctx context.Context, tag string) {
 	t.Helper()
+	if err := insertSlowRowsErr(ctx, tag); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertSlowRowsErr is insertSlowRows for a goroutine other than the
+// test's.
+func insertSlowRowsErr(ctx context.Context, tag string) error {
 	db, err := cluster.OpenDB("customer")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer db.Close()
 	for done := 0; done < slowRows; done += slowPerTxn {
@@ -120,9 +128,10 @@ func insertSlowRows(t *testing.T, ctx context.Context, tag string) {
 			fmt.Fprintf(&sb, "('%s-%06d@e2e')", tag, done+i)
 		}
 		if _, err := db.ExecContext(ctx, sb.String()); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // readToSlowClose reads what the gateway sent a client it closed as a
