@@ -16,6 +16,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -39,27 +40,16 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	hj := &wsHijacker{ResponseWriter: w}
-	// The pong callback lives as long as the connection: it must not hold
-	// hj, which holds net/http's request state and 4 KiB buffers.
-	var conn *wsConn
-	c, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
+	c, conn, err := wsconn.Accept(w, r, a.wsConnConfig(), websocket.AcceptOptions{
 		Subprotocols: []string{"vsg.v1"},
 		// Origins are checked by the CORS/auth middleware.
 		InsecureSkipVerify: true,
-		// Data frames are written as they are (wsConn).
-		CompressionMode: websocket.CompressionDisabled,
-		// Pongs the library reads (most are taken before, wsread.go)
-		// show the client alive as well.
-		OnPongReceived: func(context.Context, []byte) { conn.ponged.Store(true) },
 	})
 	if err != nil {
 		s.Close()
 		leave()
 		return // Accept wrote the HTTP error
 	}
-	conn = hj.conn
-	c.SetReadLimit(a.Limits.WSReadLimit)
 	ws := a.newWSSession(r, def, sub, s, c, conn)
 	// The session goes on in goroutines of its own and the handler
 	// returns: net/http then drops the request and response it holds for
@@ -72,6 +62,11 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		leave()
 		release()
 	})
+}
+
+// wsConnConfig is the frame layer's part of the limits.
+func (a *API) wsConnConfig() wsconn.Config {
+	return wsconn.Config{ReadLimit: a.Limits.WSReadLimit, KeepAlive: a.Limits.KeepAlive, GiveUp: wsGiveUp}
 }
 
 // recoverPanic logs a panic of the session's writer and lets the session
@@ -105,7 +100,7 @@ type wsSession struct {
 	sub   string // named subscriber, or "" for an anonymous client
 	s     *hub.Subscription
 	c     *websocket.Conn
-	conn  *wsConn
+	conn  *wsconn.Conn
 	batch bool // batch=txn: one message per transaction
 
 	// ctx ends when the session is done for: client gone, slow consumer,
@@ -143,8 +138,6 @@ type wsSession struct {
 	woken   atomic.Bool
 	beatDue atomic.Bool
 	pingDue atomic.Bool
-	// pinged: a ping was sent, and the client owes its pong.
-	pinged bool
 	// parked is the subscription's registration with the tail while the
 	// writer holds it parked; beat is the timer of its next cursor
 	// heartbeat, and idleFrom when the client was last sent something: a
@@ -167,7 +160,7 @@ type wsSession struct {
 	expiry    *time.Timer
 }
 
-func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
+func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsconn.Conn) *wsSession {
 	base := context.Background()
 	if p := auth.FromContext(r.Context()); p != nil {
 		base = auth.NewContext(base, p)
@@ -234,15 +227,10 @@ func (ws *wsSession) watchWrites() (stop func() bool) {
 	if ws.a.Limits.WSSlowAfter <= 0 {
 		return func() bool { return false }
 	}
-	t := time.AfterFunc(time.Hour, func() {
+	return ws.conn.WatchWrites(ws.a.Limits.WSSlowAfter, func() {
 		ws.closeWith(DisconnectSlow)
 		ws.cancel()
 	})
-	t.Stop()
-	ws.conn.mu.Lock()
-	ws.conn.stalled, ws.conn.stallAfter = t, ws.a.Limits.WSSlowAfter
-	ws.conn.mu.Unlock()
-	return t.Stop
 }
 
 // readLoop reads the client's messages: acks, stored for a named
@@ -254,7 +242,7 @@ func (ws *wsSession) watchWrites() (stop func() bool) {
 func (ws *wsSession) readLoop() {
 	defer ws.cancel()
 	for {
-		if ws.conn.awaitReadable() {
+		if ws.conn.AwaitReadable() {
 			return // the writer is closing the connection
 		}
 		_, msg, err := ws.c.Read(ws.base)
@@ -388,7 +376,7 @@ const wsGiveUp = 2 * time.Second
 // with batch one message holding the JSON array of its events. A
 // transaction the token's table scope emptied sends nothing. buf is
 // scratch space, returned for reuse.
-func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
+func writeTxn(conn *wsconn.Conn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
 	if cap(buf) > 1<<20 {
 		buf = nil // after a huge transaction, do not keep its buffer
 	}
@@ -404,16 +392,16 @@ func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, er
 		}
 		buf = appendLast(buf, d)
 		buf = append(buf, ']')
-		return buf, conn.text(buf)
+		return buf, conn.Text(buf)
 	}
 	for i := range d.Events[:last] {
 		buf = d.Events[i].AppendJSON(buf[:0], d.Cursor)
-		if err := conn.text(buf); err != nil {
+		if err := conn.Text(buf); err != nil {
 			return buf, err
 		}
 	}
 	buf = appendLast(buf[:0], d)
-	return buf, conn.text(buf)
+	return buf, conn.Text(buf)
 }
 
 // appendLast appends a delivery's last event: with "txn_end" when it ends

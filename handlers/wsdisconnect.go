@@ -110,7 +110,7 @@ func (ws *wsSession) closeWith(d Disconnect) {
 // whole transaction written, then the close frame.
 func (ws *wsSession) finalClose(d Disconnect) {
 	// The library reads the close handshake: the reader's wait ends.
-	ws.conn.stopWaiting()
+	ws.conn.StopWaiting()
 	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
 	defer cancel()
 	ws.c.Write(ctx, websocket.MessageText, d.message(ws.written.Load()))
