@@ -65,12 +65,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"), a.Limits.DefaultLimit, 1, a.Limits.MaxLimit, "limit")
+	limit, err := intParam(q.Get("limit"), a.PullConfig.DefaultLimit, 1, a.PullConfig.MaxLimit, "limit")
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
 	}
-	wait, err := durationParam(q.Get("wait"), a.Limits.MaxWait)
+	wait, err := durationParam(q.Get("wait"), a.PullConfig.MaxWait)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
@@ -137,7 +137,7 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
 	// The subscription is parked between pages: the collector lives for
 	// this page only, and holds nothing back for the next one.
-	opts := []hub.CollectOption{hub.FirstWait(untilTokenExpiry(ctx, max(a.Limits.FirstWait, wait))), hub.NoHoldBack(), hub.EndInside()}
+	opts := []hub.CollectOption{hub.FirstWait(untilTokenExpiry(ctx, max(a.PullConfig.FirstWait, wait))), hub.NoHoldBack(), hub.EndInside()}
 	if wait == 0 {
 		// Without wait, any delivery is news to a client at the live end (a
 		// position update); a replay or snapshot waits (up to FirstWait) for

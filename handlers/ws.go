@@ -40,7 +40,7 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	c, conn, err := wsconn.Accept(w, r, a.wsConnConfig(), websocket.AcceptOptions{
+	c, conn, err := wsconn.Accept(w, r, a.WebSocketConfig.Config, websocket.AcceptOptions{
 		Subprotocols: []string{"vsg.v1"},
 		// Origins are checked by the CORS/auth middleware.
 		InsecureSkipVerify: true,
@@ -62,11 +62,6 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		leave()
 		release()
 	})
-}
-
-// wsConnConfig is the frame layer's part of the limits.
-func (a *API) wsConnConfig() wsconn.Config {
-	return wsconn.Config{ReadLimit: a.Limits.WSReadLimit, KeepAlive: a.Limits.KeepAlive, GiveUp: wsGiveUp}
 }
 
 // recoverPanic logs a panic of the session's writer and lets the session
@@ -167,8 +162,8 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 	}
 	ws := &wsSession{a: a, base: base, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
-		queue:   newWSQueue(a.Limits.WSQueue),
-		queued:  budget.New(a.Limits.WSQueueBytes),
+		queue:   newWSQueue(a.WebSocketConfig.Queue),
+		queued:  budget.New(a.WebSocketConfig.QueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
 	ctx, cancel := context.WithCancel(base)
@@ -176,7 +171,7 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		cancel()
 		ws.end()
 	}
-	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
+	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.WebSocketConfig.SlowAfter}
 	ws.o = outboundFor(base, def.Name, "ws")
 	ws.out = scopedSink{sink: ws.sink, o: ws.o}
 	ws.produced = make(chan *hub.Parked, 1)
@@ -201,7 +196,7 @@ func (ws *wsSession) start(done func()) {
 	ws.wake = ws.wakeOnTail
 	ws.queue.pushed = ws.kick
 	ws.stopWatch = ws.watchWrites()
-	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {
+	ws.keepAlive = time.AfterFunc(ws.a.WebSocketConfig.KeepAlive, func() {
 		ws.pingDue.Store(true)
 		ws.writer.kickHere(ws.write)
 	})
@@ -221,13 +216,13 @@ func (ws *wsSession) start(done func()) {
 // the producer runs, a client that stops reading fills the queue; while
 // the subscription is parked nothing does, and the writer would wait on
 // the socket for good. The write itself goes on: once the session is
-// cancelled it has wsGiveUp more to finish, and the final message follows
+// cancelled it has WebSocketConfig.GiveUp more to finish, and the final message follows
 // on a healthy connection. It returns the watchdog's stop.
 func (ws *wsSession) watchWrites() (stop func() bool) {
-	if ws.a.Limits.WSSlowAfter <= 0 {
+	if ws.a.WebSocketConfig.SlowAfter <= 0 {
 		return func() bool { return false }
 	}
-	return ws.conn.WatchWrites(ws.a.Limits.WSSlowAfter, func() {
+	return ws.conn.WatchWrites(ws.a.WebSocketConfig.SlowAfter, func() {
 		ws.closeWith(DisconnectSlow)
 		ws.cancel()
 	})
@@ -300,7 +295,7 @@ func (ws *wsSession) produce(pending *hub.Delivery) {
 		err = ws.sink.deliver(pending, false)
 	}
 	if err == nil {
-		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
+		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.WebSocketConfig.CursorHeartbeat)
 	}
 	var p *errParked
 	if errors.As(err, &p) {
@@ -366,9 +361,6 @@ func (ws *wsSession) stopping() bool {
 		return false
 	}
 }
-
-// wsGiveUp is how long writes may still take once a WebSocket is done for.
-const wsGiveUp = 2 * time.Second
 
 // writeTxn frames a transaction: one message per event, the last one
 // marked "txn_end" (only a cursor seen with txn_end is safe to ack; a

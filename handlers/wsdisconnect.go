@@ -111,7 +111,7 @@ func (ws *wsSession) closeWith(d Disconnect) {
 func (ws *wsSession) finalClose(d Disconnect) {
 	// The library reads the close handshake: the reader's wait ends.
 	ws.conn.StopWaiting()
-	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
+	ctx, cancel := context.WithTimeout(context.Background(), ws.a.WebSocketConfig.GiveUp)
 	defer cancel()
 	ws.c.Write(ctx, websocket.MessageText, d.message(ws.written.Load()))
 	ws.c.Close(d.Code, d.Reason)

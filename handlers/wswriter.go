@@ -317,8 +317,9 @@ func (ws *wsSession) finish() {
 
 // end follows the session's cancel (ws.cancel is the only one of ws.ctx):
 // once the connection is done for, a write blocked on a client that
-// stopped reading gives up within wsGiveUp (a final message on a healthy
-// connection still fits in that time), and the writer comes to finish.
+// stopped reading gives up within WebSocketConfig.GiveUp (a final message
+// on a healthy connection still fits in that time), and the writer comes
+// to finish.
 // A function of the cancel rather than context.AfterFunc, which costs
 // every connection a context and a map of its own.
 func (ws *wsSession) end() {
@@ -326,19 +327,19 @@ func (ws *wsSession) end() {
 		return
 	}
 	if ws.conn != nil {
-		ws.conn.GiveUpAfter(wsGiveUp)
+		ws.conn.GiveUpAfter(ws.a.WebSocketConfig.GiveUp)
 	}
 	ws.writer.kick()
 }
 
-// keepAliveTurn pings the client every --keepalive (wsconn.Conn.Ping): a
-// client that has not answered the last ping by the next one is gone, and
-// the session ends (as the library's Ping timed out before). The ping is
-// the writer's to send, between two frames.
+// keepAliveTurn pings the client every WebSocketConfig.KeepAlive
+// (wsconn.Conn.Ping): a client that has not answered the last ping by the
+// next one is gone, and the session ends (as the library's Ping timed out
+// before). The ping is the writer's to send, between two frames.
 func (ws *wsSession) keepAliveTurn() error {
 	if err := ws.conn.Ping(); err != nil {
 		return err
 	}
-	ws.keepAlive.Reset(ws.a.Limits.KeepAlive)
+	ws.keepAlive.Reset(ws.a.WebSocketConfig.KeepAlive)
 	return nil
 }

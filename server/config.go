@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
@@ -281,17 +280,3 @@ func envName(flagName string) string {
 
 // Getenv is os.Getenv, for ParseFlags.
 var Getenv = os.Getenv
-
-// limits returns the handler limits of the configuration.
-func (c *Config) limits() handlers.Limits {
-	l := handlers.DefaultLimits()
-	l.MaxBodyBytes = c.MaxBodyBytes
-	l.WSReadLimit = c.WSReadLimit
-	l.WSQueue = c.WSQueue
-	l.WSQueueBytes = c.WSQueueBytes
-	l.WSSlowAfter = c.WSSlowAfter
-	l.MaxLimit = c.MaxLimit
-	l.DefaultLimit = c.DefaultLimit
-	l.MaxWait = c.MaxWait
-	return l
-}

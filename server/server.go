@@ -136,12 +136,16 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		Cursors:  s.hub.Cursors(),
 		Store:    st,
 		Log:      log,
-		Limits:   cfg.limits(),
 		Ready:    s.ready,
 		Shutdown: s.closing,
 		History:  metrics.NewHistory(statsEvery, statsSpan),
 		Replica:  s.replica,
 		Topology: s.src.Topology,
+	}
+	s.api.AdminConfig, s.api.PullConfig = cfg.adminConfig(), cfg.pullConfig()
+	s.api.SSEConfig, s.api.WebSocketConfig = cfg.sseConfig(), cfg.webSocketConfig()
+	if err := s.api.CheckConfig(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if s.authn.verifier != nil {
 		s.api.Verify = s.authn.verifier.Verify // a WebSocket's refresh

@@ -30,8 +30,8 @@ type Config struct {
 
 // DefaultConfig is the configuration the gateway runs with unless told
 // otherwise: 4 KiB messages (an ack carries a cursor of up to 1 KiB), a
-// ping every 15 s (well inside the idle timeouts of common proxies and
-// NATs, about a minute), and 2 s to finish a final message.
+// ping every 15 s (inside the idle timeouts of common load balancers and
+// NATs, often a minute), and 2 s to finish a final message.
 func DefaultConfig() Config {
 	return Config{
 		ReadLimit: 4 << 10,
