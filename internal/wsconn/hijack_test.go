@@ -15,9 +15,10 @@ import (
 )
 
 // TestConnFramesReadByLibrary writes messages of every header size
-// through a Conn from Accept while the client pings the server the whole time, so the
-// library writes pongs concurrently with the data frames. A frame torn by
-// an interleaved write would fail the client's read or its comparison.
+// through a Conn from Accept while the client pings the server the whole
+// time, so the library writes pongs concurrently with the data frames. A
+// frame torn by an interleaved write would fail the client's read or its
+// comparison.
 func TestConnFramesReadByLibrary(t *testing.T) {
 	sizes := []int{0, 1, 125, 126, 127, 300, 1000, 300, 0xffff, 300, 0x10000, 300, 200 << 10, 300}
 	const rounds = 3000
@@ -30,7 +31,50 @@ func TestConnFramesReadByLibrary(t *testing.T) {
 		return b
 	}
 	done := make(chan error, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(writeFrames(rounds, payload, done))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(1 << 20)
+	msgs, readErr := readMessages(ctx, c, rounds)
+	stopPings := pingAlong(ctx, c)
+	for i := range rounds {
+		b, ok := <-msgs
+		if !ok {
+			t.Fatalf("after %d messages: %v", i, <-readErr)
+		}
+		if want := payload(i); !bytes.Equal(b, want) {
+			t.Fatalf("message %d: %d bytes %.20q…, want %d bytes %.20q…", i, len(b), b, len(want), want)
+		}
+	}
+	during, err := stopPings()
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if during == 0 {
+		t.Fatalf("no ping answered during the writes (%d): the test did not interleave", during)
+	}
+	t.Logf("%d messages, %d pings answered in between", rounds, during)
+}
+
+// writeFrames is the server: it accepts a WebSocket, writes rounds
+// messages through the Conn (flushing now and then) while the library
+// reads and answers the client's pings, and reports on done once the
+// client has closed.
+func writeFrames(rounds int, payload func(int) []byte, done chan<- error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			// Not this test's client: a stray request from another
 			// process to a port it used before. Only the upgrade counts.
@@ -54,15 +98,13 @@ func TestConnFramesReadByLibrary(t *testing.T) {
 			}
 		}()
 		for i := range rounds {
-			if err := conn.Text(payload(i)); err != nil {
+			err = conn.Text(payload(i))
+			if err == nil && i%7 == 0 {
+				err = conn.Flush()
+			}
+			if err != nil {
 				done <- err
 				return
-			}
-			if i%7 == 0 {
-				if err := conn.Flush(); err != nil {
-					done <- err
-					return
-				}
 			}
 		}
 		if err := conn.Flush(); err != nil {
@@ -71,38 +113,36 @@ func TestConnFramesReadByLibrary(t *testing.T) {
 		}
 		<-closed
 		done <- nil
-	}))
-	defer srv.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
 	}
-	defer c.CloseNow()
-	c.SetReadLimit(1 << 20)
-	msgs := make(chan []byte, rounds)
-	readErr := make(chan error, 1)
+}
+
+// readMessages reads the client's text messages into msgs, closed with the
+// error that ended the reading on readErr.
+func readMessages(ctx context.Context, c *websocket.Conn, n int) (msgs <-chan []byte, readErr <-chan error) {
+	out := make(chan []byte, n)
+	errc := make(chan error, 1)
 	go func() {
+		defer close(out)
 		for {
 			typ, b, err := c.Read(ctx)
+			if err == nil && typ != websocket.MessageText {
+				err = fmt.Errorf("message type %v", typ)
+			}
 			if err != nil {
-				readErr <- err
-				close(msgs)
+				errc <- err
 				return
 			}
-			if typ != websocket.MessageText {
-				readErr <- fmt.Errorf("message type %v", typ)
-				close(msgs)
-				return
-			}
-			msgs <- b
+			out <- b
 		}
 	}()
-	// Ping all along (pongs need the reader above to take them).
+	return out, errc
+}
+
+// pingAlong pings the server without pause (the pongs need readMessages to
+// take them) until stop, which reports how many pings were answered.
+func pingAlong(ctx context.Context, c *websocket.Conn) (stop func() (int64, error)) {
 	var pings atomic.Int64
-	pingCtx, stopPings := context.WithCancel(ctx)
+	pingCtx, cancel := context.WithCancel(ctx)
 	pinged := make(chan error, 1)
 	go func() {
 		for pingCtx.Err() == nil {
@@ -114,28 +154,9 @@ func TestConnFramesReadByLibrary(t *testing.T) {
 		}
 		pinged <- nil
 	}()
-	for i := range rounds {
-		b, ok := <-msgs
-		if !ok {
-			t.Fatalf("after %d messages: %v", i, <-readErr)
-		}
-		if want := payload(i); !bytes.Equal(b, want) {
-			t.Fatalf("message %d: %d bytes %.20q…, want %d bytes %.20q…", i, len(b), b, len(want), want)
-		}
+	return func() (int64, error) {
+		during := pings.Load()
+		cancel()
+		return during, <-pinged
 	}
-	during := pings.Load()
-	stopPings()
-	if err := <-pinged; err != nil {
-		t.Fatalf("ping: %v", err)
-	}
-	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if during == 0 {
-		t.Fatalf("no ping answered during the writes (%d): the test did not interleave", during)
-	}
-	t.Logf("%d messages, %d pings answered in between", rounds, during)
 }
