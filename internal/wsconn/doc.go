@@ -10,8 +10,8 @@
 // is a header and a copy into a buffer that goes out in one system call
 // per burst (conn.go, trywrite.go), and the reader waits for the socket a
 // few frames deep, taking the keep-alive pongs itself (read.go, DESIGN
-// §6.1). The session logic (what to send, when, and why to close) is the
-// handlers' package's: this one only knows frames and sockets.
+// §6.1). The session logic (what to send, when, and why to close) belongs
+// to package handlers: this one knows only frames and sockets.
 //
 // The frame code is raw RFC 6455: unmasked server frames, masked client
 // pongs. Compression must stay off (Accept sees to it), since frames are
