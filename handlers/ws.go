@@ -191,6 +191,11 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 // something to do (DESIGN §6.1).
 func (ws *wsSession) start(done func()) {
 	ws.done = done
+	// The producer has the subscription first (startProducer), marked
+	// before anything that may run the writer, which reads the mark: a
+	// timer, the shutdown, or the reader ending the session at its
+	// client's first message (a refused refresh) before start returns.
+	ws.producing = true
 	ws.writer.start = func() { go ws.write() }
 	ws.kick = ws.writer.kick
 	ws.wake = ws.wakeOnTail
@@ -208,7 +213,7 @@ func (ws *wsSession) start(done func()) {
 	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { <-set; ws.writer.kickHere(ws.write) })
 	close(set)
 	go ws.readLoop()
-	ws.startProducer(nil)
+	go ws.produce(nil)
 }
 
 // watchWrites makes a data write that blocks for --ws-slow-after end the
