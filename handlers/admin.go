@@ -19,7 +19,7 @@ import (
 // decodeBody reads a JSON body strictly: unknown fields, trailing data and
 // oversize bodies are client errors.
 func (a *API) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, a.Limits.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, a.AdminConfig.MaxBodyBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -27,38 +26,6 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/upstream"
 )
 
-// Limits bounds what a single request may ask for.
-type Limits struct {
-	MaxBodyBytes    int64         // admin request bodies
-	MaxLimit        int           // events per pull batch
-	DefaultLimit    int           // when limit is absent
-	MaxWait         time.Duration // long-poll cap
-	FirstWait       time.Duration // how long a non-waiting pull waits for a new VStream's first data
-	WSQueue         int           // transactions buffered per WebSocket
-	WSQueueBytes    int           // bytes of events buffered per WebSocket
-	WSSlowAfter     time.Duration // how long the WebSocket queue may stay full before the client is a slow consumer
-	WSReadLimit     int64         // largest client message
-	KeepAlive       time.Duration // SSE comment / WS ping interval
-	CursorHeartbeat time.Duration // how often idle SSE/WS clients get a heartbeat with a moved cursor
-}
-
-// DefaultLimits are sane production defaults.
-func DefaultLimits() Limits {
-	return Limits{
-		MaxBodyBytes:    64 << 10,
-		MaxLimit:        10000,
-		DefaultLimit:    1000,
-		MaxWait:         60 * time.Second,
-		FirstWait:       2 * time.Second,
-		WSQueue:         4096,
-		WSQueueBytes:    4 << 20,
-		WSSlowAfter:     5 * time.Second,
-		WSReadLimit:     4 << 10,
-		KeepAlive:       15 * time.Second,
-		CursorHeartbeat: 5 * time.Second,
-	}
-}
-
 // API serves the public HTTP API.
 type API struct {
 	Streams *streams.Registry
@@ -68,7 +35,12 @@ type API struct {
 	Cursors  *hub.Cursors
 	Store    store.Store
 	Log      *slog.Logger
-	Limits   Limits
+	// Each transport's configuration (config.go): zero values are not
+	// usable, start from the Default… of each.
+	AdminConfig     AdminConfig
+	PullConfig      PullConfig
+	SSEConfig       SSEConfig
+	WebSocketConfig WebSocketConfig
 	// Ready reports whether vtgate and the store are reachable.
 	Ready func(ctx context.Context) error
 	// Shutdown ends when the gateway begins to shut down: streaming

@@ -66,12 +66,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"), a.Limits.DefaultLimit, 1, a.Limits.MaxLimit, "limit")
+	limit, err := intParam(q.Get("limit"), a.PullConfig.DefaultLimit, 1, a.PullConfig.MaxLimit, "limit")
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
 	}
-	wait, err := durationParam(q.Get("wait"), a.Limits.MaxWait)
+	wait, err := durationParam(q.Get("wait"), a.PullConfig.MaxWait)
 	if err != nil {
 		WriteError(w, a.Log, err)
 		return
@@ -138,7 +138,7 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit int, wait time.Duration) error {
 	// The subscription is parked between pages: the collector lives for
 	// this page only, and holds nothing back for the next one.
-	opts := []feed.CollectOption{feed.FirstWait(untilTokenExpiry(ctx, max(a.Limits.FirstWait, wait))), feed.NoHoldBack(), feed.EndInside()}
+	opts := []feed.CollectOption{feed.FirstWait(untilTokenExpiry(ctx, max(a.PullConfig.FirstWait, wait))), feed.NoHoldBack(), feed.EndInside()}
 	if wait == 0 {
 		// Without wait, any delivery is news to a client at the live end (a
 		// position update); a replay or snapshot waits (up to FirstWait) for

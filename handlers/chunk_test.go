@@ -8,6 +8,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -41,7 +42,7 @@ func TestWriteTxnPieces(t *testing.T) {
 		{true, []string{"[" + e1 + "," + e2 + "]", "[" + e3 + "]", "[" + e4 + "]"}},
 	} {
 		rec := &recordConn{}
-		conn := &wsConn{Conn: rec}
+		conn := wsconn.New(rec)
 		var buf []byte
 		for _, d := range pieces() {
 			var err error
@@ -49,7 +50,7 @@ func TestWriteTxnPieces(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		conn.flush()
+		conn.Flush()
 		if got := frames(t, rec); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 			t.Errorf("batch=%t:\n got %q\nwant %q", tc.batch, got, tc.want)
 		}

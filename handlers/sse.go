@@ -84,7 +84,7 @@ func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
 		defer acks.wait()
 		defer stop() // the acker's last attempt runs once the stream ends
 	}
-	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.Limits.CursorHeartbeat)
+	err = pump(ctx, s, a.scoped(ctx, def.Name, "sse", out), a.SSEConfig.CursorHeartbeat)
 	if errors.Is(context.Cause(ctx), errTokenExpired) && r.Context().Err() == nil {
 		out.expired()
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
@@ -39,27 +40,16 @@ func (a *API) WS(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
-	hj := &wsHijacker{ResponseWriter: w}
-	// The pong callback lives as long as the connection: it must not hold
-	// hj, which holds net/http's request state and 4 KiB buffers.
-	var conn *wsConn
-	c, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
+	c, conn, err := wsconn.Accept(w, r, a.WebSocketConfig.Config, websocket.AcceptOptions{
 		Subprotocols: []string{"vsg.v1"},
 		// Origins are checked by the CORS/auth middleware.
 		InsecureSkipVerify: true,
-		// Data frames are written as they are (wsConn).
-		CompressionMode: websocket.CompressionDisabled,
-		// Pongs the library reads (most are taken before, wsread.go)
-		// show the client alive as well.
-		OnPongReceived: func(context.Context, []byte) { conn.ponged.Store(true) },
 	})
 	if err != nil {
 		s.Close()
 		leave()
 		return // Accept wrote the HTTP error
 	}
-	conn = hj.conn
-	c.SetReadLimit(a.Limits.WSReadLimit)
 	ws := a.newWSSession(r, def, sub, s, c, conn)
 	// The session goes on in goroutines of its own and the handler
 	// returns: net/http then drops the request and response it holds for
@@ -105,7 +95,7 @@ type wsSession struct {
 	sub   string // named subscriber, or "" for an anonymous client
 	s     *hub.Subscription
 	c     *websocket.Conn
-	conn  *wsConn
+	conn  *wsconn.Conn
 	batch bool // batch=txn: one message per transaction
 
 	// ctx ends when the session is done for: client gone, slow consumer,
@@ -143,8 +133,6 @@ type wsSession struct {
 	woken   atomic.Bool
 	beatDue atomic.Bool
 	pingDue atomic.Bool
-	// pinged: a ping was sent, and the client owes its pong.
-	pinged bool
 	// parked is the subscription's registration with the tail while the
 	// writer holds it parked; beat is the timer of its next cursor
 	// heartbeat, and idleFrom when the client was last sent something: a
@@ -167,15 +155,15 @@ type wsSession struct {
 	expiry    *time.Timer
 }
 
-func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsConn) *wsSession {
+func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string, s *hub.Subscription, c *websocket.Conn, conn *wsconn.Conn) *wsSession {
 	base := context.Background()
 	if p := auth.FromContext(r.Context()); p != nil {
 		base = auth.NewContext(base, p)
 	}
 	ws := &wsSession{a: a, base: base, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
-		queue:   newWSQueue(a.Limits.WSQueue),
-		queued:  budget.New(a.Limits.WSQueueBytes),
+		queue:   newWSQueue(a.WebSocketConfig.Queue),
+		queued:  budget.New(a.WebSocketConfig.QueueBytes),
 		closing: make(chan Disconnect, 1),
 	}
 	ctx, cancel := context.WithCancel(base)
@@ -183,7 +171,7 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 		cancel()
 		ws.end()
 	}
-	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.Limits.WSSlowAfter}
+	ws.sink = &wsSink{ctx: ws.ctx, queue: ws.queue, bytes: ws.queued, slowAfter: a.WebSocketConfig.SlowAfter}
 	ws.o = outboundFor(base, def.Name, "ws")
 	ws.out = scopedSink{sink: ws.sink, o: ws.o}
 	ws.produced = make(chan *hub.Parked, 1)
@@ -203,12 +191,17 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 // something to do (DESIGN §6.1).
 func (ws *wsSession) start(done func()) {
 	ws.done = done
+	// The producer has the subscription first (startProducer), marked
+	// before anything that may run the writer, which reads the mark: a
+	// timer, the shutdown, or the reader ending the session at its
+	// client's first message (a refused refresh) before start returns.
+	ws.producing = true
 	ws.writer.start = func() { go ws.write() }
 	ws.kick = ws.writer.kick
 	ws.wake = ws.wakeOnTail
 	ws.queue.pushed = ws.kick
 	ws.stopWatch = ws.watchWrites()
-	ws.keepAlive = time.AfterFunc(ws.a.Limits.KeepAlive, func() {
+	ws.keepAlive = time.AfterFunc(ws.a.WebSocketConfig.KeepAlive, func() {
 		ws.pingDue.Store(true)
 		ws.writer.kickHere(ws.write)
 	})
@@ -220,7 +213,7 @@ func (ws *wsSession) start(done func()) {
 	ws.stopAfterShutdown = context.AfterFunc(ws.a.shutdown(), func() { <-set; ws.writer.kickHere(ws.write) })
 	close(set)
 	go ws.readLoop()
-	ws.startProducer(nil)
+	go ws.produce(nil)
 }
 
 // watchWrites makes a data write that blocks for --ws-slow-after end the
@@ -228,21 +221,16 @@ func (ws *wsSession) start(done func()) {
 // the producer runs, a client that stops reading fills the queue; while
 // the subscription is parked nothing does, and the writer would wait on
 // the socket for good. The write itself goes on: once the session is
-// cancelled it has wsGiveUp more to finish, and the final message follows
+// cancelled it has WebSocketConfig.GiveUp more to finish, and the final message follows
 // on a healthy connection. It returns the watchdog's stop.
 func (ws *wsSession) watchWrites() (stop func() bool) {
-	if ws.a.Limits.WSSlowAfter <= 0 {
+	if ws.a.WebSocketConfig.SlowAfter <= 0 {
 		return func() bool { return false }
 	}
-	t := time.AfterFunc(time.Hour, func() {
+	return ws.conn.WatchWrites(ws.a.WebSocketConfig.SlowAfter, func() {
 		ws.closeWith(DisconnectSlow)
 		ws.cancel()
 	})
-	t.Stop()
-	ws.conn.mu.Lock()
-	ws.conn.stalled, ws.conn.stallAfter = t, ws.a.Limits.WSSlowAfter
-	ws.conn.mu.Unlock()
-	return t.Stop
 }
 
 // readLoop reads the client's messages: acks, stored for a named
@@ -254,7 +242,7 @@ func (ws *wsSession) watchWrites() (stop func() bool) {
 func (ws *wsSession) readLoop() {
 	defer ws.cancel()
 	for {
-		if ws.conn.awaitReadable() {
+		if ws.conn.AwaitReadable() {
 			return // the writer is closing the connection
 		}
 		_, msg, err := ws.c.Read(ws.base)
@@ -312,7 +300,7 @@ func (ws *wsSession) produce(pending *hub.Delivery) {
 		err = ws.sink.deliver(pending, false)
 	}
 	if err == nil {
-		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.Limits.CursorHeartbeat)
+		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.WebSocketConfig.CursorHeartbeat)
 	}
 	var p *errParked
 	if errors.As(err, &p) {
@@ -379,16 +367,13 @@ func (ws *wsSession) stopping() bool {
 	}
 }
 
-// wsGiveUp is how long writes may still take once a WebSocket is done for.
-const wsGiveUp = 2 * time.Second
-
 // writeTxn frames a transaction: one message per event, the last one
 // marked "txn_end" (only a cursor seen with txn_end is safe to ack; a
 // piece of a chunked transaction has neither until its last), or
 // with batch one message holding the JSON array of its events. A
 // transaction the token's table scope emptied sends nothing. buf is
 // scratch space, returned for reuse.
-func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
+func writeTxn(conn *wsconn.Conn, d *hub.Delivery, batch bool, buf []byte) ([]byte, error) {
 	if cap(buf) > 1<<20 {
 		buf = nil // after a huge transaction, do not keep its buffer
 	}
@@ -404,16 +389,16 @@ func writeTxn(conn *wsConn, d *hub.Delivery, batch bool, buf []byte) ([]byte, er
 		}
 		buf = appendLast(buf, d)
 		buf = append(buf, ']')
-		return buf, conn.text(buf)
+		return buf, conn.Text(buf)
 	}
 	for i := range d.Events[:last] {
 		buf = d.Events[i].AppendJSON(buf[:0], d.Cursor)
-		if err := conn.text(buf); err != nil {
+		if err := conn.Text(buf); err != nil {
 			return buf, err
 		}
 	}
 	buf = appendLast(buf[:0], d)
-	return buf, conn.text(buf)
+	return buf, conn.Text(buf)
 }
 
 // appendLast appends a delivery's last event: with "txn_end" when it ends

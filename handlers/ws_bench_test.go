@@ -7,6 +7,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkWriteTxn(b *testing.B) {
 		for _, n := range []int{1, 10} {
 			b.Run(fmt.Sprintf("batch=%t/events=%d", batch, n), func(b *testing.B) {
 				d := benchTxn(n)
-				conn := &wsConn{Conn: discardConn{}}
+				conn := wsconn.New(discardConn{})
 				var buf []byte
 				b.ReportAllocs()
 				for b.Loop() {
@@ -44,7 +45,7 @@ func BenchmarkWriteTxn(b *testing.B) {
 					if buf, err = writeTxn(conn, d, batch, buf); err != nil {
 						b.Fatal(err)
 					}
-					conn.flush()
+					conn.Flush()
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 			})

@@ -1,15 +1,33 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/binary"
+	"net"
+	"sync"
 	"testing"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/source"
 )
 
-// frames splits what a wsConn sent into its messages' payloads.
+// recordConn records the writes that reach the network.
+type recordConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (r *recordConn) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// frames splits what a wsconn.Conn sent into its messages' payloads.
 func frames(t *testing.T, rec *recordConn) []string {
 	t.Helper()
 	var b []byte
@@ -54,7 +72,7 @@ func TestWriteTxn(t *testing.T) {
 		{true, []string{"[" + e1 + "," + e2 + "," + e3 + "]"}},
 	} {
 		rec := &recordConn{}
-		conn := &wsConn{Conn: rec}
+		conn := wsconn.New(rec)
 		buf, err := writeTxn(conn, d, tc.batch, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +82,7 @@ func TestWriteTxn(t *testing.T) {
 		if _, err := writeTxn(conn, one, tc.batch, buf); err != nil {
 			t.Fatal(err)
 		}
-		conn.flush()
+		conn.Flush()
 		want := append(tc.want, e3)
 		if tc.batch {
 			want[len(want)-1] = "[" + e3 + "]"
@@ -86,12 +104,12 @@ func TestWriteTxn(t *testing.T) {
 func TestWriteTxnEmpty(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		rec := &recordConn{}
-		conn := &wsConn{Conn: rec}
+		conn := wsconn.New(rec)
 		d := &hub.Delivery{Txn: &source.Txn{}, Cursor: "c9"}
 		if _, err := writeTxn(conn, d, batch, nil); err != nil {
 			t.Fatal(err)
 		}
-		conn.flush()
+		conn.Flush()
 		if len(rec.writes) != 0 {
 			t.Errorf("batch=%t: sent %q for an empty transaction", batch, rec.writes)
 		}

@@ -110,8 +110,8 @@ func (ws *wsSession) closeWith(d Disconnect) {
 // whole transaction written, then the close frame.
 func (ws *wsSession) finalClose(d Disconnect) {
 	// The library reads the close handshake: the reader's wait ends.
-	ws.conn.stopWaiting()
-	ctx, cancel := context.WithTimeout(context.Background(), wsGiveUp)
+	ws.conn.StopWaiting()
+	ctx, cancel := context.WithTimeout(context.Background(), ws.a.WebSocketConfig.GiveUp)
 	defer cancel()
 	ws.c.Write(ctx, websocket.MessageText, d.message(ws.written.Load()))
 	ws.c.Close(d.Code, d.Reason)

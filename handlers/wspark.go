@@ -48,7 +48,7 @@ func (p parkFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
 // heartbeatDue is how long until a parked client is due a heartbeat, or -1
 // without heartbeats.
 func (ws *wsSession) heartbeatDue() time.Duration {
-	every := ws.a.Limits.CursorHeartbeat
+	every := ws.a.WebSocketConfig.CursorHeartbeat
 	if every <= 0 {
 		return -1
 	}

@@ -93,9 +93,9 @@ func newParkEnv(t *testing.T) *parkEnv {
 // from the queue.
 func TestWSParkedFullQueueHandsOver(t *testing.T) {
 	e := newParkEnv(t)
-	limits := DefaultLimits()
-	limits.WSQueue, limits.WSSlowAfter = 1, 300*time.Millisecond
-	ws, woken := parkedSession(t, e, limits)
+	cfg := DefaultWebSocketConfig()
+	cfg.Queue, cfg.SlowAfter = 1, 300*time.Millisecond
+	ws, woken := parkedSession(t, e, cfg)
 
 	// The client is behind: its queue (one message) is full.
 	wakeOnFullQueue(t, e, ws, woken, 11)
@@ -142,13 +142,13 @@ func drainQueue(ws *wsSession) {
 // parkedSession is a WebSocket session on e's stream, parked on the tail
 // as a new session is after its first read. The test plays the writer
 // (kicks do nothing); woken is signalled by the tail's wake-ups.
-func parkedSession(t *testing.T, e *parkEnv, limits Limits) (*wsSession, <-chan struct{}) {
+func parkedSession(t *testing.T, e *parkEnv, cfg WebSocketConfig) (*wsSession, <-chan struct{}) {
 	t.Helper()
 	s, err := e.hub.Open(context.Background(), e.def, hub.From{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &API{Limits: limits, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &API{WebSocketConfig: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ws := a.newWSSession(httptest.NewRequest("GET", "/v1/streams/orders/ws", nil), e.def, "", s, nil, nil)
 	ws.writer.done()
 	woken := make(chan struct{}, 1)

@@ -2,10 +2,10 @@ package handlers
 
 import (
 	"cmp"
-	"errors"
 	"sync/atomic"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 )
 
@@ -190,7 +190,7 @@ func (ws *wsSession) writeBurst() (int, error) {
 		var err error
 		buf, err = ws.frame(&m, buf)
 		if err == nil && queue.len() == 0 {
-			err = conn.flush()
+			err = conn.Flush()
 		}
 		if err != nil {
 			return n, err
@@ -204,7 +204,7 @@ func (ws *wsSession) writeBurst() (int, error) {
 	if n == 0 {
 		// What a burst of the waking goroutine left buffered (writeNow):
 		// the socket had no room for it then.
-		return 0, conn.flush()
+		return 0, conn.Flush()
 	}
 	return n, nil
 }
@@ -220,7 +220,7 @@ func (ws *wsSession) frame(m *wsMessage, buf []byte) ([]byte, error) {
 		}
 		buf, err = writeTxn(ws.conn, m.txn, ws.batch, buf)
 	} else {
-		err = ws.conn.text(m.data)
+		err = ws.conn.Text(m.data)
 	}
 	ws.queued.Release(m.weight)
 	return buf, err
@@ -259,7 +259,7 @@ const wsNowMax = 16 << 10
 // the writer meets again and ends the session on).
 func (ws *wsSession) writeNow() bool {
 	queue, conn := ws.queue, ws.conn
-	if conn.raw == nil || !canWriteNow {
+	if !conn.CanWriteNow() {
 		return false
 	}
 	var buf []byte
@@ -267,11 +267,11 @@ func (ws *wsSession) writeNow() bool {
 	// One clock read for the burst: it is sent within microseconds, or
 	// left to the writer goroutine.
 	now := time.Now()
-	conn.setHold(true)
+	conn.SetHold(true)
 	n := 0
 	var last string // the cursor of the last transaction handed over
 	defer func() { ws.setWritten(last) }()
-	for n < wsBurst && conn.buffered() < wsFlushAt {
+	for n < wsBurst && conn.Buffered() < wsconn.FlushAt {
 		m, ok := queue.popUpTo(wsNowMax)
 		if !ok {
 			break
@@ -280,14 +280,14 @@ func (ws *wsSession) writeNow() bool {
 		var err error
 		if buf, err = ws.frame(&m, buf); err != nil {
 			// The library sent its close frame: the writer ends the session.
-			conn.setHold(false)
+			conn.SetHold(false)
 			return false
 		}
 		ws.wrote(&m, now)
 		last = cmp.Or(m.cursor, last)
 	}
-	conn.setHold(false)
-	done, err := conn.tryFlush()
+	conn.SetHold(false)
+	done, err := conn.TryFlush()
 	return done && err == nil && queue.len() == 0
 }
 
@@ -317,8 +317,9 @@ func (ws *wsSession) finish() {
 
 // end follows the session's cancel (ws.cancel is the only one of ws.ctx):
 // once the connection is done for, a write blocked on a client that
-// stopped reading gives up within wsGiveUp (a final message on a healthy
-// connection still fits in that time), and the writer comes to finish.
+// stopped reading gives up within WebSocketConfig.GiveUp (a final message
+// on a healthy connection still fits in that time), and the writer comes
+// to finish.
 // A function of the cancel rather than context.AfterFunc, which costs
 // every connection a context and a map of its own.
 func (ws *wsSession) end() {
@@ -326,27 +327,19 @@ func (ws *wsSession) end() {
 		return
 	}
 	if ws.conn != nil {
-		ws.conn.giveUpAfter(wsGiveUp)
+		ws.conn.GiveUpAfter(ws.a.WebSocketConfig.GiveUp)
 	}
 	ws.writer.kick()
 }
 
-// keepAliveTurn pings the client every --keepalive: the library answers
-// the client's pings, and the gateway sends its own, so that a client gone
-// without a word is noticed. A client that has not answered the last ping
-// by the next one is gone: the session ends (as the library's Ping timed
-// out before). The ping is the writer's to send, between two frames.
+// keepAliveTurn pings the client every WebSocketConfig.KeepAlive
+// (wsconn.Conn.Ping): a client that has not answered the last ping by the
+// next one is gone, and the session ends (as the library's Ping timed out
+// before). The ping is the writer's to send, between two frames.
 func (ws *wsSession) keepAliveTurn() error {
-	if ws.pinged && !ws.conn.ponged.Load() {
-		return errNoPong
-	}
-	ws.conn.ponged.Store(false)
-	ws.pinged = true
-	if err := ws.conn.ping(); err != nil {
+	if err := ws.conn.Ping(); err != nil {
 		return err
 	}
-	ws.keepAlive.Reset(ws.a.Limits.KeepAlive)
+	ws.keepAlive.Reset(ws.a.WebSocketConfig.KeepAlive)
 	return nil
 }
-
-var errNoPong = errors.New("websocket client did not answer a ping")

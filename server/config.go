@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
@@ -189,39 +188,73 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
+// validate refuses a configuration the gateway cannot run with, naming
+// the flags at fault. The steps run in this order, and the first error
+// found is the one reported.
 func (c *Config) validate() error {
-	if c.CursorSecret != "" && len(c.CursorSecret) < 16 {
+	for _, step := range []func() error{
+		c.validateUpstream,
+		c.validateWebhooks,
+		c.validateStore,
+		c.validateAuth,
+		c.validateVtgateTLS,
+		c.validateLimits,
+		c.validateCORS,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateUpstream checks the cursor secret and how vtgate is watched: the
+// stall timeout against the heartbeat, the primary poll, the store-loss
+// window.
+func (c *Config) validateUpstream() error {
+	switch {
+	case c.CursorSecret != "" && len(c.CursorSecret) < 16:
 		return configErr("--cursor-secret must be at least 16 bytes")
-	}
-	if c.StallTimeout < 0 {
+	case c.StallTimeout < 0:
 		return configErr("--stall-timeout must not be negative")
-	}
-	if c.StallTimeout > 0 && c.Heartbeat < time.Second {
+	case c.StallTimeout > 0 && c.Heartbeat < time.Second:
 		return configErr("--stall-timeout needs vtgate heartbeats: --heartbeat of at least 1s (or --stall-timeout 0)")
-	}
-	if c.StallTimeout > 0 && c.StallTimeout < 3*c.Heartbeat.Truncate(time.Second) {
+	case c.StallTimeout > 0 && c.StallTimeout < 3*c.Heartbeat.Truncate(time.Second):
 		return configErr("--stall-timeout must be at least 3 heartbeat intervals (--heartbeat %v): a heartbeat delayed by a busy vtgate is not a stall", c.Heartbeat)
-	}
-	if c.PrimaryPoll < 0 {
+	case c.PrimaryPoll < 0:
 		return configErr("--primary-poll must not be negative")
-	}
-	if c.PrimaryPoll > 0 && c.PrimaryPoll < 100*time.Millisecond {
+	case c.PrimaryPoll > 0 && c.PrimaryPoll < 100*time.Millisecond:
 		return configErr("--primary-poll must be at least 100ms (each poll is a query to vtgate)")
-	}
-	if c.StoreLossWindow < 0 {
+	case c.StoreLossWindow < 0:
 		return configErr("--store-loss-window must not be negative")
 	}
-	if c.WebhookLeaseTTL < time.Second {
+	return nil
+}
+
+// validateWebhooks checks the webhook lease and retry delays.
+func (c *Config) validateWebhooks() error {
+	switch {
+	case c.WebhookLeaseTTL < time.Second:
 		return configErr("--webhook-lease-ttl must be at least 1s")
-	}
-	if c.WebhookRetryMin <= 0 || c.WebhookRetryMax < c.WebhookRetryMin {
+	case c.WebhookRetryMin <= 0 || c.WebhookRetryMax < c.WebhookRetryMin:
 		return configErr("--webhook-retry-min must be positive and --webhook-retry-max at least as long")
 	}
+	return nil
+}
+
+// validateStore checks the Redis URLs, if any.
+func (c *Config) validateStore() error {
 	if len(c.Redis) > 0 {
 		if err := redisstore.CheckURLs(c.Redis); err != nil {
 			return configErr("--redis: %v", err)
 		}
 	}
+	return nil
+}
+
+// validateAuth checks that authentication is configured, or explicitly
+// off, and that what configures it is usable.
+func (c *Config) validateAuth() error {
 	authConfigured := len(c.JWTSecrets) > 0 || c.JWKSURL != ""
 	switch {
 	case !authConfigured && !c.InsecureNoAuth:
@@ -237,12 +270,23 @@ func (c *Config) validate() error {
 	if c.JWKSURL != "" && !strings.HasPrefix(c.JWKSURL, "https://") && !strings.HasPrefix(c.JWKSURL, "http://") {
 		return configErr("--jwks-url must be an http(s) URL")
 	}
-	if (c.VtgateCert == "") != (c.VtgateKey == "") {
+	return nil
+}
+
+// validateVtgateTLS checks that vtgate's client credentials come in pairs.
+func (c *Config) validateVtgateTLS() error {
+	switch {
+	case (c.VtgateCert == "") != (c.VtgateKey == ""):
 		return configErr("--vtgate-cert and --vtgate-key go together")
-	}
-	if c.VtgatePassword != "" && c.VtgateUser == "" {
+	case c.VtgatePassword != "" && c.VtgateUser == "":
 		return configErr("--vtgate-password needs --vtgate-user")
 	}
+	return nil
+}
+
+// validateLimits checks the limits on requests, queues, buffers and
+// rates.
+func (c *Config) validateLimits() error {
 	switch {
 	case c.MaxBodyBytes < 1024:
 		return configErr("--max-body-bytes must be at least 1024")
@@ -267,6 +311,11 @@ func (c *Config) validate() error {
 	case c.AdminRate <= 0 || c.AdminBurst < 1:
 		return configErr("--admin-rate and --admin-burst must be positive")
 	}
+	return nil
+}
+
+// validateCORS checks that every allowed origin is * or an http(s) origin.
+func (c *Config) validateCORS() error {
 	for _, o := range c.CORSOrigins {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			return configErr("--cors-origins: %q is not * or an http(s) origin", o)
@@ -281,17 +330,3 @@ func envName(flagName string) string {
 
 // Getenv is os.Getenv, for ParseFlags.
 var Getenv = os.Getenv
-
-// limits returns the handler limits of the configuration.
-func (c *Config) limits() handlers.Limits {
-	l := handlers.DefaultLimits()
-	l.MaxBodyBytes = c.MaxBodyBytes
-	l.WSReadLimit = c.WSReadLimit
-	l.WSQueue = c.WSQueue
-	l.WSQueueBytes = c.WSQueueBytes
-	l.WSSlowAfter = c.WSSlowAfter
-	l.MaxLimit = c.MaxLimit
-	l.DefaultLimit = c.DefaultLimit
-	l.MaxWait = c.MaxWait
-	return l
-}

@@ -18,9 +18,10 @@ import (
 // documented JSON error.
 func FuzzRequests(f *testing.F) {
 	s, _ := newTestServer(f)
-	s.api.Limits.FirstWait = time.Millisecond
-	s.api.Limits.MaxWait = 5 * time.Millisecond
-	s.api.Limits.CursorHeartbeat = time.Millisecond
+	s.api.PullConfig.FirstWait = time.Millisecond
+	s.api.PullConfig.MaxWait = 5 * time.Millisecond
+	s.api.SSEConfig.CursorHeartbeat = time.Millisecond
+	s.api.WebSocketConfig.CursorHeartbeat = time.Millisecond
 	h := s.Router()
 	loadSpec(f)
 	create := httptest.NewRequest("POST", "/v1/streams", strings.NewReader(`{"name":"customers","keyspace":"customer","tables":["customer"]}`))

@@ -61,10 +61,13 @@ func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
 	t.Cleanup(src.Close)
 	h := hub.New(src, codec, st, hub.WithLogger(log))
 	t.Cleanup(h.Close)
-	limits := handlers.DefaultLimits()
 	// Short waits keep the tests that reach a subscription quick.
-	limits.FirstWait = 100 * time.Millisecond
-	limits.CursorHeartbeat = 100 * time.Millisecond
+	pull := handlers.DefaultPullConfig()
+	pull.FirstWait = 100 * time.Millisecond
+	sse := handlers.DefaultSSEConfig()
+	sse.CursorHeartbeat = 100 * time.Millisecond
+	ws := handlers.DefaultWebSocketConfig()
+	ws.CursorHeartbeat = 100 * time.Millisecond
 	s := &Server{log: log, store: st, src: src, hub: h}
 	s.api = &handlers.API{
 		Streams: streams.NewRegistry(st, nil),
@@ -72,8 +75,12 @@ func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
 		Cursors: hub.NewCursors(st),
 		Store:   st,
 		Log:     log,
-		Limits:  limits,
 		Ready:   st.Ping,
+
+		AdminConfig:     handlers.DefaultAdminConfig(),
+		PullConfig:      pull,
+		SSEConfig:       sse,
+		WebSocketConfig: ws,
 	}
 	return s, codec
 }

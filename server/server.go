@@ -59,7 +59,7 @@ type Server struct {
 }
 
 // New builds a gateway from cfg: opens the store, dials vtgate, loads the
-// streams file.
+// streams file. What it opened is closed again when a later step fails.
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -72,94 +72,172 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 			s.closeBackends()
 		}
 	}()
+	if err := s.build(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// build makes the gateway's parts on its store, in order: each step uses
+// what the steps before it made.
+func (s *Server) build(ctx context.Context) error {
 	if err := s.openGuard(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	key, err := cursorKey(ctx, cfg, st)
+	key, err := cursorKey(ctx, s.cfg, s.store)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	codec, err := cursor.NewCodec(key, refStore{st})
+	codec, err := cursor.NewCodec(key, refStore{s.store})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if s.authn, err = newAuthenticator(ctx, cfg, log); err != nil {
-		return nil, err
+	if err := s.newFrontDoor(ctx); err != nil {
+		return err
 	}
-	s.limits, s.cors = newLimiter(cfg), newCORS(cfg.CORSOrigins)
+	journals := reshard.NewRegistry(s.store)
+	if err := s.dialVtgate(ctx, journals); err != nil {
+		return err
+	}
+	reg, err := s.loadStreams(ctx)
+	if err != nil {
+		return err
+	}
+	s.journals, s.streams = journals, reg
+	if err := s.newHub(codec); err != nil {
+		return err
+	}
+	s.newWatcher()
+	if err := s.newAPI(); err != nil {
+		return err
+	}
+	if err := s.newWebhooks(s.cfg); err != nil {
+		return err
+	}
+	s.recoverySteps(key)
+	s.http = s.newHTTPServer(ctx)
+	return nil
+}
+
+// newFrontDoor makes what every request passes before its handler (the
+// authenticator, the rate and connection limits, CORS) and the context
+// that ends when shutdown begins.
+func (s *Server) newFrontDoor(ctx context.Context) error {
+	var err error
+	if s.authn, err = newAuthenticator(ctx, s.cfg, s.log); err != nil {
+		return err
+	}
+	s.limits, s.cors = newLimiter(s.cfg), newCORS(s.cfg.CORSOrigins)
 	s.closing, s.closeStreams = context.WithCancel(context.Background())
+	return nil
+}
+
+// dialVtgate connects to vtgate, recording the reshard journals its
+// streams carry in journals.
+func (s *Server) dialVtgate(ctx context.Context, journals *reshard.Registry) error {
+	cfg := s.cfg
 	vtOpts, err := vtgateOptions(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	journals := reshard.NewRegistry(st)
-	s.src, err = source.Dial(ctx, cfg.Vtgate, append([]source.Option{source.WithLogger(log), source.WithHeartbeat(cfg.Heartbeat), source.WithStallTimeout(cfg.StallTimeout), source.WithPrimaryPoll(cfg.PrimaryPoll),
+	opts := append([]source.Option{source.WithLogger(s.log), source.WithHeartbeat(cfg.Heartbeat),
+		source.WithStallTimeout(cfg.StallTimeout), source.WithPrimaryPoll(cfg.PrimaryPoll),
 		source.WithReadAhead(cfg.ReadAhead), source.WithJournalHook(journalRecorder(journals, s)),
-		source.WithIncarnations(incarnations(journals, s))}, vtOpts...)...)
-	if err != nil {
-		return nil, err
-	}
-	reg := streams.NewRegistry(st, &schemaChecker{conn: s.src.Conn()})
-	if cfg.StreamsFile != "" {
-		n, err := reg.LoadFile(ctx, cfg.StreamsFile)
+		source.WithIncarnations(incarnations(journals, s))}, vtOpts...)
+	s.src, err = source.Dial(ctx, cfg.Vtgate, opts...)
+	return err
+}
+
+// loadStreams makes the stream registry, with the streams file's
+// definitions if one is configured.
+func (s *Server) loadStreams(ctx context.Context) (*streams.Registry, error) {
+	reg := streams.NewRegistry(s.store, &schemaChecker{conn: s.src.Conn()})
+	if s.cfg.StreamsFile != "" {
+		n, err := reg.LoadFile(ctx, s.cfg.StreamsFile)
 		if err != nil {
 			return nil, fmt.Errorf("streams file: %w", err)
 		}
-		log.Info("streams loaded", "file", cfg.StreamsFile, "count", n)
+		s.log.Info("streams loaded", "file", s.cfg.StreamsFile, "count", n)
 	}
+	return reg, nil
+}
+
+// newHub makes the hub, and with --vtctld the mover that makes streams
+// follow their tables.
+func (s *Server) newHub(codec *cursor.Codec) error {
+	cfg := s.cfg
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
-	s.journals, s.streams = journals, reg
-	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
-		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
+	hubOpts := []hub.Option{hub.WithLogger(s.log), hub.WithTails(tails),
+		hub.WithRebuilder(rebuilder{src: s.src, reg: s.journals}, s.observeRebuild),
 		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), hub.WithHolder(s.replica)}
 	if cfg.Vtctld != "" {
+		var err error
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
-			return nil, err
+			return err
 		}
-		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: reg}))
+		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: s.streams}))
 	}
-	s.hub = hub.New(s.src, codec, st, hubOpts...)
-	s.watcher = reshard.NewWatcher(s.src, st, journals, s.replica, servedKeyspaces(reg),
+	s.hub = hub.New(s.src, codec, s.store, hubOpts...)
+	return nil
+}
+
+// newWatcher makes the journal watcher, which bridges every stream across
+// a reshard of its keyspace.
+func (s *Server) newWatcher() {
+	reg := s.streams
+	s.watcher = reshard.NewWatcher(s.src, s.store, s.journals, s.replica, servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal, l store.Lease) {
 			defs, err := reg.List(ctx)
 			if err != nil {
-				log.Error("bridging: listing streams failed", "err", err)
+				s.log.Error("bridging: listing streams failed", "err", err)
 				return
 			}
 			s.hub.BridgeAll(ctx, defs, j, &l)
-		}, reshard.WithWatcherLogger(log), reshard.WithTailRider(s.rideTail, hub.ErrRideEnded))
+		}, reshard.WithWatcherLogger(s.log), reshard.WithTailRider(s.rideTail, hub.ErrRideEnded))
+}
+
+// newAPI makes the HTTP API, each transport configured from the flags.
+func (s *Server) newAPI() error {
+	cfg := s.cfg
 	s.api = &handlers.API{
-		Streams:  reg,
+		Streams:  s.streams,
 		Hub:      s.hub,
-		Journals: journals,
+		Journals: s.journals,
 		Cursors:  s.hub.Cursors(),
-		Store:    st,
-		Log:      log,
-		Limits:   cfg.limits(),
+		Store:    s.store,
+		Log:      s.log,
 		Ready:    s.ready,
 		Shutdown: s.closing,
 		History:  metrics.NewHistory(statsEvery, statsSpan),
 		Replica:  s.replica,
 		Topology: s.src.Topology,
+
+		AdminConfig:     cfg.adminConfig(),
+		PullConfig:      cfg.pullConfig(),
+		SSEConfig:       cfg.sseConfig(),
+		WebSocketConfig: cfg.webSocketConfig(),
+	}
+	if err := s.api.CheckConfig(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if s.authn.verifier != nil {
 		s.api.Verify = s.authn.verifier.Verify // a WebSocket's refresh
 	}
-	if err := s.newWebhooks(cfg); err != nil {
-		return nil, err
-	}
-	s.recoverySteps(key)
-	s.http = &http.Server{
-		Addr:              cfg.Listen,
+	return nil
+}
+
+// newHTTPServer makes the HTTP server on the router.
+func (s *Server) newHTTPServer(ctx context.Context) *http.Server {
+	return &http.Server{
+		Addr:              s.cfg.Listen,
 		Handler:           s.Router(),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Requests do not inherit ctx: on shutdown, streaming clients must
 		// still be able to receive their final cursor (see Serve).
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	ok = true
-	return s, nil
 }
 
 func openStore(ctx context.Context, cfg *Config) (store.Store, error) {

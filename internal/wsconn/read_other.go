@@ -1,7 +1,7 @@
 //go:build !unix
 
-package handlers
+package wsconn
 
 // readable: without a way to look at the socket, the read goes straight to
 // the library.
-func (c *wsConn) readable(uintptr) bool { return true }
+func (c *Conn) readable(uintptr) bool { return true }

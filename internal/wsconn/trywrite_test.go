@@ -1,6 +1,6 @@
 //go:build unix
 
-package handlers
+package wsconn
 
 import (
 	"bytes"
@@ -14,24 +14,24 @@ import (
 // socket takes it; the rest stays buffered, in order, and the blocking
 // flush sends it: the client reads every byte once, in order.
 func TestTryFlushKeepsWhatTheSocketRefuses(t *testing.T) {
-	c, client := tcpWSConn(t)
+	c, client := tcpConn(t)
 	shrinkSendBuffer(t, c)
 
 	var want bytes.Buffer
 	payload := bytes.Repeat([]byte("x"), 1000)
 	refused := false
 	for i := 0; i < 2000 && !refused; i++ {
-		c.setHold(true)
+		c.SetHold(true)
 		for j := range 16 {
 			payload[0] = byte('a' + (i+j)%26)
-			if err := c.text(payload); err != nil {
+			if err := c.Text(payload); err != nil {
 				t.Fatal(err)
 			}
 			want.Write(appendFrameHeader(nil, 0x1, len(payload)))
 			want.Write(payload)
 		}
-		c.setHold(false)
-		done, err := c.tryFlush()
+		c.SetHold(false)
+		done, err := c.TryFlush()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,8 +40,8 @@ func TestTryFlushKeepsWhatTheSocketRefuses(t *testing.T) {
 	if !refused {
 		t.Fatal("the socket took every burst: nothing was left to the writer")
 	}
-	if c.buffered() == 0 {
-		t.Fatal("tryFlush reported bytes left but holds none")
+	if c.Buffered() == 0 {
+		t.Fatal("TryFlush reported bytes left but holds none")
 	}
 
 	got := make(chan []byte)
@@ -49,11 +49,11 @@ func TestTryFlushKeepsWhatTheSocketRefuses(t *testing.T) {
 		b, _ := io.ReadAll(client)
 		got <- b
 	}()
-	if err := c.flush(); err != nil {
+	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if c.buffered() != 0 {
-		t.Fatalf("%d bytes still buffered after flush", c.buffered())
+	if c.Buffered() != 0 {
+		t.Fatalf("%d bytes still buffered after flush", c.Buffered())
 	}
 	c.Conn.Close()
 	if b := <-got; !bytes.Equal(b, want.Bytes()) {
@@ -63,23 +63,23 @@ func TestTryFlushKeepsWhatTheSocketRefuses(t *testing.T) {
 
 // A write the socket refuses for good is an error, not bytes kept.
 func TestTryFlushReportsAFailedSocket(t *testing.T) {
-	c, client := tcpWSConn(t)
+	c, client := tcpConn(t)
 	client.(*net.TCPConn).SetLinger(0)
 	client.Close() // RST: the server's next writes fail
-	c.setHold(true)
-	c.text([]byte("hello"))
-	c.setHold(false)
+	c.SetHold(true)
+	c.Text([]byte("hello"))
+	c.SetHold(false)
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {
-		c.text([]byte("hello"))
-		_, err = c.tryFlush()
+		c.Text([]byte("hello"))
+		_, err = c.TryFlush()
 	}
 	if err == nil {
-		t.Fatal("tryFlush on a reset connection never failed")
+		t.Fatal("TryFlush on a reset connection never failed")
 	}
 }
 
-func shrinkSendBuffer(t *testing.T, c *wsConn) {
+func shrinkSendBuffer(t *testing.T, c *Conn) {
 	t.Helper()
 	var serr error
 	if err := c.raw.Control(func(fd uintptr) {

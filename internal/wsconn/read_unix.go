@@ -1,6 +1,6 @@
 //go:build unix
 
-package handlers
+package wsconn
 
 import "syscall"
 
@@ -10,7 +10,7 @@ import "syscall"
 // the socket are taken. It looks at the socket without taking from it, and
 // the poller waits only for what comes after its wait began: what is there
 // already is never waited for.
-func (c *wsConn) readable(fd uintptr) bool {
+func (c *Conn) readable(fd uintptr) bool {
 	var b [maxPongFrame]byte
 	for {
 		if c.closing.Load() {

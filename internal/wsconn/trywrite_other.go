@@ -1,9 +1,8 @@
 //go:build !unix
 
-package handlers
+package wsconn
 
-// writeNow is not available here: every write goes through the writer
-// goroutine.
+// writeNow is not available here: every write is a blocking Flush.
 func writeNow(uintptr, []byte) (int, error) { return 0, nil }
 
 const canWriteNow = false

@@ -1,4 +1,4 @@
-package handlers
+package wsconn
 
 import (
 	"bufio"
@@ -16,9 +16,9 @@ var clientPong = []byte{0x8a, 0x80, 1, 2, 3, 4}
 // clientText is a client's masked text frame "a" (masked with 0).
 var clientText = []byte{0x81, 0x81, 0, 0, 0, 0, 'a'}
 
-// tcpWSConn is a wsConn over a loopback TCP connection, as Hijack makes
+// tcpConn is a Conn over a loopback TCP connection, as Hijack makes
 // it, and the client's end.
-func tcpWSConn(t *testing.T) (*wsConn, net.Conn) {
+func tcpConn(t *testing.T) (*Conn, net.Conn) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,16 +39,16 @@ func tcpWSConn(t *testing.T) (*wsConn, net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wsConn{Conn: server, br: bufio.NewReaderSize(server, wsLibBuf), raw: raw}, client
+	return &Conn{Conn: server, br: bufio.NewReaderSize(server, libBuf), raw: raw}, client
 }
 
 // The reader's wait takes the client's pongs (in the socket, and in the
 // library's buffer) and returns only for a message, which it leaves for
 // the library.
 func TestAwaitReadableTakesPongs(t *testing.T) {
-	c, client := tcpWSConn(t)
+	c, client := tcpConn(t)
 	returned := make(chan bool)
-	go func() { returned <- c.awaitReadable() }()
+	go func() { returned <- c.AwaitReadable() }()
 	if _, err := client.Write(clientPong); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestAwaitReadableTakesPongs(t *testing.T) {
 	if _, err := client.Write(append(append(append([]byte{}, clientText...), clientPong...), clientText...)); err != nil {
 		t.Fatal(err)
 	}
-	if stop := c.awaitReadable(); stop {
+	if stop := c.AwaitReadable(); stop {
 		t.Fatal("stop without a close")
 	}
 	if _, err := c.br.Read(b[:len(clientText)]); err != nil {
@@ -88,7 +88,7 @@ func TestAwaitReadableTakesPongs(t *testing.T) {
 	for c.br.Buffered() < len(clientPong)+len(clientText) {
 		c.br.Peek(c.br.Buffered() + 1)
 	}
-	if stop := c.awaitReadable(); stop || !c.ponged.Load() {
+	if stop := c.AwaitReadable(); stop || !c.ponged.Load() {
 		t.Fatalf("stop %v, ponged %v: want the buffered pong taken", stop, c.ponged.Load())
 	}
 	if got, _ := c.br.Peek(len(clientText)); string(got) != string(clientText) {
@@ -96,35 +96,35 @@ func TestAwaitReadableTakesPongs(t *testing.T) {
 	}
 }
 
-// stopWaiting takes a waiting reader out of its wait for good, and leaves
+// StopWaiting takes a waiting reader out of its wait for good, and leaves
 // the connection readable for the library's close handshake.
 func TestStopWaiting(t *testing.T) {
-	c, client := tcpWSConn(t)
+	c, client := tcpConn(t)
 	returned := make(chan bool)
-	go func() { returned <- c.awaitReadable() }()
+	go func() { returned <- c.AwaitReadable() }()
 	wait.For(t, "the reader to wait", 30*time.Second, c.waiting.Load)
-	c.stopWaiting()
+	c.StopWaiting()
 	select {
 	case stop := <-returned:
 		if !stop {
 			t.Fatal("the wait ended without stop")
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("stopWaiting did not end the wait")
+		t.Fatal("StopWaiting did not end the wait")
 	}
-	if !c.awaitReadable() {
-		t.Fatal("a wait after stopWaiting did not report stop")
+	if !c.AwaitReadable() {
+		t.Fatal("a wait after StopWaiting did not report stop")
 	}
 	if _, err := client.Write(clientText); err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, len(clientText))
 	if _, err := c.br.Read(b); err != nil {
-		t.Fatalf("the connection is not readable after stopWaiting: %v", err)
+		t.Fatalf("the connection is not readable after StopWaiting: %v", err)
 	}
 }
 
-func waitPonged(t *testing.T, c *wsConn) {
+func waitPonged(t *testing.T, c *Conn) {
 	t.Helper()
 	wait.For(t, "the pong to be taken", 30*time.Second, c.ponged.Load)
 }
