@@ -87,6 +87,9 @@ var permanentMessages = []string{
 // store.ErrUnavailable, the store being down.
 var ErrVtgateTimeout = errors.New("vtgate did not answer in time")
 
+// ErrClientClosed is what a reader opened on a closed Client reports.
+var ErrClientClosed = errors.New("source: the vtgate client is closed")
+
 // UpstreamError is vtgate failing a request the gateway made on a client's
 // behalf: the position a new reader starts from, a schema check. Op says
 // what was asked. Callers answering clients tell two cases apart with

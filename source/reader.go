@@ -85,8 +85,21 @@ func (c *Client) Open(ctx context.Context, spec Spec, from *binlogdatapb.VGtid, 
 		o(&r.opts)
 	}
 	r.open = r.opts.skip
+	if !c.life.started() {
+		cancel()
+		r.err = ErrClientClosed
+		close(r.out)
+		close(r.done)
+		return r
+	}
+	// Closing the client ends the reader as closing the reader does.
+	stop := context.AfterFunc(c.life.closing, cancel)
 	c.readers.add(r)
-	go r.run(ctx, from)
+	go func() {
+		defer c.life.running.Done()
+		defer stop()
+		r.run(ctx, from)
+	}()
 	return r
 }
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -101,6 +102,19 @@ type Client struct {
 	readers   readerSet
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	// life ends every reader before the connection closes: a reader's
+	// goroutine still calling VStream on a closed connection would race
+	// with the close (vtgateconn drops its implementation).
+	life lifetime
+}
+
+// lifetime counts a Client's running readers and ends them at Close.
+type lifetime struct {
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+	closing context.Context // cancelled by Close
+	close   context.CancelFunc
 }
 
 type options struct {
@@ -206,6 +220,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("source: dial vtgate %s: %w", addr, err)
 	}
 	c := &Client{conn: conn, addr: addr, log: o.logger, opts: o}
+	c.life.closing, c.life.close = context.WithCancel(context.Background())
 	c.schema = newSchemaCache(conn)
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c.stopWatch, c.watchDone = stop, make(chan struct{})
@@ -251,9 +266,26 @@ const connectTimeout = 5 * time.Second
 
 // Close stops the primary watch and closes the vtgate connection.
 func (c *Client) Close() {
+	c.life.mu.Lock()
+	c.life.closed = true
+	c.life.mu.Unlock()
+	c.life.close()
+	c.life.running.Wait()
 	c.stopWatch()
 	<-c.watchDone
 	c.conn.Close()
+}
+
+// started counts a reader's goroutine in, reporting false once the
+// client is closed.
+func (l *lifetime) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.running.Add(1)
+	return true
 }
 
 // Conn exposes the vtgate connection for schema queries and health checks.
