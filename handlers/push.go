@@ -26,7 +26,7 @@ func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Dura
 	return pumpFeed(ctx, s, s, out, interval)
 }
 
-// pumpFeed is pump reading s through feed f (a WebSocket's parkFeed).
+// pumpFeed is pump reading s through f (a WebSocket's feed.Parking).
 func pumpFeed(ctx context.Context, f feed.Reader, s *hub.Subscription, out sink, interval time.Duration) error {
 	c := feed.NewCollector(f, feed.IdleEvery(interval))
 	for {

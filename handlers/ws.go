@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/budget"
 	"github.com/vstream-gateway/vstream-gateway/internal/wsconn"
@@ -300,11 +301,11 @@ func (ws *wsSession) produce(pending *hub.Delivery) {
 		err = ws.sink.deliver(pending, false)
 	}
 	if err == nil {
-		err = pumpFeed(ws.ctx, parkFeed{ws.s, ws.wake}, ws.s, ws.out, ws.a.WebSocketConfig.CursorHeartbeat)
+		err = pumpFeed(ws.ctx, feed.Parking(ws.s, ws.wake), ws.s, ws.out, ws.a.WebSocketConfig.CursorHeartbeat)
 	}
-	var p *errParked
+	var p *feed.ParkedError
 	if errors.As(err, &p) {
-		parked = p.parked
+		parked = p.Parked
 		return
 	}
 	ws.ended(err)

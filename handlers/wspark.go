@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -12,38 +11,11 @@ import (
 // connections most of the time — needs no goroutine of its own for the
 // stream: its subscription is parked on the tail, and the tail's next
 // append kicks the writer (wswriter.go), which reads what came itself
-// (DESIGN §6.1). The producer goroutine runs only while the subscription
+// (DESIGN §6.1, feed.Parking). The producer goroutine runs only while the subscription
 // can be waited on in Next alone (a catch-up VStream, a spool, a copy
 // phase) and while the client is behind (the queue is full): it then keeps
 // the slow-consumer policy exactly as before, blocking on the full queue
 // for --ws-slow-after before the client gets 4008.
-
-// errParked ends a producer whose subscription has nothing to read and
-// was parked on the tail.
-type errParked struct{ parked *hub.Parked }
-
-func (*errParked) Error() string { return "websocket subscription parked on the tail" }
-
-// parkFeed is the producer's view of the subscription: it parks the
-// subscription (wake runs at the tail's next append) and reports
-// errParked instead of blocking when it can.
-type parkFeed struct {
-	s    *hub.Subscription
-	wake func()
-}
-
-func (p parkFeed) Next(ctx context.Context) (*hub.Delivery, error) {
-	// Park first: it holds only when nothing is ready, and Next, not
-	// TryNext, is what makes a catch-up try to join the tail.
-	if parked, ok := p.s.Park(p.wake); ok {
-		return nil, &errParked{parked: parked}
-	}
-	return p.s.Next(ctx)
-}
-
-func (p parkFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
-	return p.s.TryNext(ctx)
-}
 
 // heartbeatDue is how long until a parked client is due a heartbeat, or -1
 // without heartbeats.
