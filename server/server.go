@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -35,6 +36,7 @@ type Server struct {
 	store   store.Store
 	src     *source.Client
 	hub     *hub.Hub
+	bridger *bridge.Bridger
 	api     *handlers.API
 	http    *http.Server
 
@@ -112,7 +114,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 	s.journals, s.streams = journals, reg
 	hubOpts := []hub.Option{hub.WithLogger(log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), hub.WithHolder(s.replica)}
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
 	if cfg.Vtctld != "" {
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
 			return nil, err
@@ -120,6 +122,11 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: reg}))
 	}
 	s.hub = hub.New(s.src, codec, st, hubOpts...)
+	s.bridger, err = bridge.New(s.hub.Cursors(), st, s.src, bridge.WithLogger(log), bridge.WithHolder(s.replica),
+		bridge.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), bridge.WithTopology(s.src))
+	if err != nil {
+		return nil, err
+	}
 	s.watcher = reshard.NewWatcher(s.src, st, journals, s.replica, servedKeyspaces(reg),
 		func(ctx context.Context, j *reshard.Journal, l store.Lease) {
 			defs, err := reg.List(ctx)
@@ -127,11 +134,12 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (*Server, error) {
 				log.Error("bridging: listing streams failed", "err", err)
 				return
 			}
-			s.hub.BridgeAll(ctx, defs, j, &l)
+			s.bridger.All(ctx, defs, j, &l)
 		}, reshard.WithWatcherLogger(log), reshard.WithTailRider(s.rideTail, hub.ErrRideEnded))
 	s.api = &handlers.API{
 		Streams:  reg,
 		Hub:      s.hub,
+		Bridges:  s.bridger,
 		Journals: journals,
 		Cursors:  s.hub.Cursors(),
 		Store:    st,
@@ -312,6 +320,9 @@ func (s *Server) storeName() string {
 
 func (s *Server) closeBackends() {
 	s.stopWebhooks() // releases webhook leases while the store is still open
+	if s.bridger != nil {
+		s.bridger.Close() // gives MoveTables bridging leases back likewise
+	}
 	if s.hub != nil {
 		s.hub.Close()
 	}
