@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
@@ -30,6 +31,9 @@ import (
 type API struct {
 	Streams *streams.Registry
 	Hub     *hub.Hub
+	// Bridges makes the bridges of reshards and MoveTables cutovers (GET
+	// /v1/reshards reports them).
+	Bridges *bridge.Bridger
 	// Journals is the reshard journal registry (GET /v1/reshards).
 	Journals *reshard.Registry
 	Cursors  *hub.Cursors

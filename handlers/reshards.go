@@ -7,28 +7,28 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 )
 
 type reshardReport struct {
 	// Type is "reshard" or "movetables" (DESIGN §4.1): a MoveTables
 	// cutover moves Tables from Keyspace to TargetKeyspace.
-	Type           string              `json:"type"`
-	Keyspace       string              `json:"keyspace"`
-	TargetKeyspace string              `json:"target_keyspace"`
-	Tables         []string            `json:"tables,omitempty"`
-	Journal        string              `json:"journal"`
-	ID             string              `json:"id"`
-	From           []string            `json:"from"`
-	To             []string            `json:"to"`
-	LocalPositions map[string]string   `json:"local_positions"`
-	Targets        []reshard.ShardPos  `json:"targets"`
-	SeenAt         time.Time           `json:"seen_at"`
-	Complete       bool                `json:"complete"`
-	Bridges        []*hub.BridgeStatus `json:"bridges"`
-	Blocking       []blockingSub       `json:"blocking_subscribers"`
-	SafeToComplete bool                `json:"safe_to_complete"`
+	Type           string             `json:"type"`
+	Keyspace       string             `json:"keyspace"`
+	TargetKeyspace string             `json:"target_keyspace"`
+	Tables         []string           `json:"tables,omitempty"`
+	Journal        string             `json:"journal"`
+	ID             string             `json:"id"`
+	From           []string           `json:"from"`
+	To             []string           `json:"to"`
+	LocalPositions map[string]string  `json:"local_positions"`
+	Targets        []reshard.ShardPos `json:"targets"`
+	SeenAt         time.Time          `json:"seen_at"`
+	Complete       bool               `json:"complete"`
+	Bridges        []*bridge.Status   `json:"bridges"`
+	Blocking       []blockingSub      `json:"blocking_subscribers"`
+	SafeToComplete bool               `json:"safe_to_complete"`
 }
 
 type blockingSub struct {
@@ -73,7 +73,7 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 	if err != nil {
 		return nil, err
 	}
-	bridges, err := a.Hub.BridgeStatuses(ctx, ks)
+	bridges, err := a.Bridges.Statuses(ctx, ks)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 		rep := reshardReport{
 			Type: "reshard", Keyspace: ks, TargetKeyspace: j.Target(), Journal: j.Key, ID: formatID(j.ID), From: j.From(), To: j.To(),
 			LocalPositions: j.Local, Targets: j.Targets, SeenAt: j.SeenAt, Complete: j.Complete(),
-			Bridges: []*hub.BridgeStatus{}, Blocking: []blockingSub{},
+			Bridges: []*bridge.Status{}, Blocking: []blockingSub{},
 		}
 		if j.Moves() {
 			rep.Type, rep.Tables = "movetables", j.Tables
@@ -94,7 +94,7 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 		safe := rep.Complete
 		pinned := map[string]bool{} // stream/subscriber still needing the old shards
 		for _, d := range defs {
-			if !hub.Crosses(d, j) {
+			if !bridge.Crosses(d, j) {
 				continue
 			}
 			subs, err := a.Cursors.List(ctx, d.Name)
@@ -102,7 +102,7 @@ func (a *API) keyspaceReshards(ctx context.Context, ks string) ([]reshardReport,
 				return nil, err
 			}
 			for _, s := range subs {
-				if need, why := a.Hub.NeedsOldShards(s, j); need {
+				if need, why := a.Bridges.NeedsOldShards(s, j); need {
 					rep.Blocking = append(rep.Blocking, blockingSub{Stream: d.Name, Subscriber: s.Name, Reason: why})
 					pinned[d.Name+"/"+s.Name] = true
 					safe = false

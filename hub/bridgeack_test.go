@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -12,51 +11,19 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/position"
 )
 
-// A subscriber online across a cutover is bridged while it reads on from
-// the tail, then acks past the bridge's end: the ack frees the bridge (no
-// plan runs at its cursor to do it), so a later reshard's bridge starts at
-// the acked cursor, not at the first bridge's end, and spools nothing it
-// acked. Seen in the soak: the merge's spool held every row of -80,80-
-// since the split, and the subscriber got them again.
-func TestAckPastABridgeFreesIt(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t)
-	j := e.recordJournal(t)
-	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
-	e.ack(t, "alice", pos(10))
-	e.fake.Push(fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{
-		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
-	}, journalEnd()...)})
-	bridge(t, e, j)
-
-	e.ack(t, "alice", after5) // read on from the tail, past the bridge
-	st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Bridges) != 0 || len(st.Freed) != 1 || st.Freed[0].FreedAt.IsZero() {
-		t.Fatalf("after an ack past the bridge: %d bridges, %d freed (%+v); want it freed", len(st.Bridges), len(st.Freed), st.Freed)
-	}
-	eff, err := effectivePosition(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samePos(t, "a later bridge starts at", eff, after5)
-}
-
 // A later bridge is captured from the acked cursor when that is past the
 // last bridge's end, even if the bridge is still in the chain (stored
 // before acks freed bridges).
 func TestEffectivePositionPastTheLastBridge(t *testing.T) {
 	after, _ := position.Of(targets).Marshal()
 	st := &SubscriberState{Name: "alice", VGtid: after5, Bridges: []Bridge{{Journal: "j", Log: "l", After: after}}}
-	eff, err := effectivePosition(st)
+	eff, err := st.EffectivePosition()
 	if err != nil {
 		t.Fatal(err)
 	}
 	samePos(t, "effective position", eff, after5)
 	st.VGtid = pos(10) // behind the bridge: its end
-	if eff, err = effectivePosition(st); err != nil {
+	if eff, err = st.EffectivePosition(); err != nil {
 		t.Fatal(err)
 	}
 	samePos(t, "effective position behind the bridge", eff, targets)

@@ -12,30 +12,60 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
 
-// bridgeFit is what became of a captured bridge when it was recorded.
-type bridgeFit int
+// BridgeFit is what became of a captured bridge when it was recorded
+// (AddBridge).
+type BridgeFit int
 
 const (
-	// bridgeAdded: recorded in the subscriber's state.
-	bridgeAdded bridgeFit = iota
-	// bridgeUnneeded: the subscriber is gone, or moved meanwhile to where
+	// BridgeAdded: recorded in the subscriber's state.
+	BridgeAdded BridgeFit = iota
+	// BridgeUnneeded: the subscriber is gone, or moved meanwhile to where
 	// the spool does not carry it (it crossed the cutover itself); the
 	// spool is the caller's to drop.
-	bridgeUnneeded
-	// bridgeRecorded: a bridge of that journal is recorded already, and
+	BridgeUnneeded
+	// BridgeRecorded: a bridge of that journal is recorded already, and
 	// the spool log (named by the journal) is that bridge's.
-	bridgeRecorded
+	BridgeRecorded
 )
 
-// addBridge records b, captured from `from` across j, in the subscriber's
-// state, by update: an ack or another write that lands while it is being
-// recorded is kept, and the bridge is judged against the state as it is
-// when written (fitBridge).
-func (c *Cursors) addBridge(ctx context.Context, stream, sub string, from *binlogdatapb.VGtid, j *reshard.Journal, b Bridge, fence *store.Lease) (bridgeFit, error) {
-	var fit bridgeFit
+// EffectivePosition is where the subscriber's state ends: after its last
+// bridge if it has any and its acked position is not past it, else its
+// acked position. It is where a new bridge for it starts. A subscriber
+// online across a cutover acks past the bridge made for it while it read
+// on: a later bridge captured from the bridge's end would spool again
+// what it acked (and replay it).
+func (s *SubscriberState) EffectivePosition() (*binlogdatapb.VGtid, error) {
+	if n := len(s.Bridges); n > 0 {
+		p, err := position.Unmarshal(s.Bridges[n-1].After)
+		if err != nil {
+			return nil, err
+		}
+		if atOrPast(position.Of(s.VGtid), p) {
+			return s.VGtid, nil
+		}
+		return p.VGtid(), nil
+	}
+	return s.VGtid, nil
+}
+
+// atOrPast reports whether at is at or after p on p's shards (the same
+// shards: positions on other shards do not compare).
+func atOrPast(at, p position.Position) bool {
+	o := at.Compare(p)
+	return at.Identical(p) || o == position.Equal || o == position.After
+}
+
+// AddBridge records b, captured from `from` across j, in the subscriber's
+// state, by compare-and-swap (DESIGN §2): an ack or another write that
+// lands while it is being recorded is kept, and the bridge is judged
+// against the state as it is when written (fitBridge). With fence the
+// write is refused (store.ErrFenced) unless that lease is still held.
+// Only a fit of BridgeAdded recorded b.
+func (c *Cursors) AddBridge(ctx context.Context, stream, sub string, from *binlogdatapb.VGtid, j *reshard.Journal, b Bridge, fence *store.Lease) (BridgeFit, error) {
+	var fit BridgeFit
 	_, err := c.update(ctx, stream, sub, fence, func(cur *SubscriberState) (*SubscriberState, error) {
 		var err error
-		if fit, err = fitBridge(cur, from, j); err != nil || fit != bridgeAdded {
+		if fit, err = fitBridge(cur, from, j); err != nil || fit != BridgeAdded {
 			return nil, err
 		}
 		cur.Bridges = append(cur.Bridges, b)
@@ -50,24 +80,24 @@ func (c *Cursors) addBridge(ctx context.Context, stream, sub string, from *binlo
 // and past the spool's start is inside the spool, which serves it as it
 // serves any cursor inside it (planBridges); one past the cutover crossed
 // it and needs no bridge.
-func fitBridge(cur *SubscriberState, from *binlogdatapb.VGtid, j *reshard.Journal) (bridgeFit, error) {
+func fitBridge(cur *SubscriberState, from *binlogdatapb.VGtid, j *reshard.Journal) (BridgeFit, error) {
 	if cur == nil {
-		return bridgeUnneeded, nil
+		return BridgeUnneeded, nil
 	}
 	for _, b := range cur.Bridges {
 		if b.Journal == j.Key {
-			return bridgeRecorded, nil
+			return BridgeRecorded, nil
 		}
 	}
-	eff, err := effectivePosition(cur)
+	eff, err := cur.EffectivePosition()
 	if err != nil {
 		return 0, err
 	}
 	at, start := position.Of(eff), position.Of(from)
 	if at.Identical(start) || (start.Compare(at) == position.Before && reshard.BehindCutover(eff, j)) {
-		return bridgeAdded, nil
+		return BridgeAdded, nil
 	}
-	return bridgeUnneeded, nil
+	return BridgeUnneeded, nil
 }
 
 // dropBridges moves the bridges freed names (the first ones of the state

@@ -35,7 +35,7 @@ type SubscriberState struct {
 	AckedAt time.Time           `json:"acked_at"`
 	// Bridges carry the subscriber across reshards that happened while it
 	// was away: replay each spool in order, then continue from the last
-	// bridge's After position. See bridge.go.
+	// bridge's After position. Package bridge makes them.
 	Bridges []Bridge `json:"bridges,omitempty"`
 	// Freed are bridges the subscriber acked past, their spools kept for
 	// spoolGrace (FreedAt on) for its other readers still replaying them

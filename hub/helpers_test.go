@@ -33,6 +33,8 @@ var (
 	sLo = fakevtgate.Shard{Keyspace: ks, Name: "-80"}
 	// targets is where journal 7 (0 → -80,80-) continues the stream.
 	targets = fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-5", "80-", "MariaDB/0-3-5")
+	// after5 is a position on the new shards after their first transaction.
+	after5 = fakevtgate.VGtid(ks, "-80", "MariaDB/0-2-6", "80-", "MariaDB/0-3-5")
 )
 
 // gtid is the MariaDB position after transaction n on shard 0; pos the
@@ -46,6 +48,11 @@ func field(s fakevtgate.Shard) *binlogdatapb.VEvent {
 // row is a one-row insert into t.
 func row(s fakevtgate.Shard, id string) *binlogdatapb.VEvent {
 	return s.Insert("t", 100, []string{id, "x" + id})
+}
+
+// liveOnNewShards is the VStream from journal 7's targets.
+func liveOnNewShards() fakevtgate.Script {
+	return fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{sLo.Txn(100, after5, field(sLo), row(sLo, "4"))}}
 }
 
 // env is a hub over a boltstore and a source dialled to a fake vtgate,

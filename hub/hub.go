@@ -7,6 +7,10 @@
 // reaches the ring (DESIGN §5). Pull clients come and go between requests,
 // so a Subscription can be parked under the cursor it stopped at and picked
 // up by the next request that presents that cursor.
+//
+// A subscription replays the spools of its subscriber's bridges (DESIGN §4
+// rule 3); package bridge, above this one, makes them, through Cursors
+// (AddBridge) and the spool entry format (EncodeSpoolEntry).
 package hub
 
 import (
@@ -42,14 +46,7 @@ type Hub struct {
 	observe   RebuildObserver
 	moves     upstream.MoveWatch // nil: MoveTables cutovers are not followed
 
-	holder       string        // this replica, in leases
-	moveLeaseTTL time.Duration // MoveTables bridging leases
-
-	bridgeTimeout  time.Duration
-	bridgeStall    time.Duration
-	spoolMaxEvents int
-	spoolMaxBytes  int
-	spoolGrace     time.Duration // a freed bridge's spool is kept this long
+	spoolGrace time.Duration // a freed bridge's spool is kept this long
 
 	tailOpts TailOptions
 
@@ -82,13 +79,6 @@ func WithLogger(l *slog.Logger) Option { return func(h *Hub) { h.log = l } }
 // WithParkTTL sets how long an idle pull subscription stays open.
 func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d } }
 
-// WithSpoolLimit bounds each bridge spool. A bridge that would exceed it
-// fails (reported in GET /v1/reshards and the log) instead of filling the
-// store.
-func WithSpoolLimit(events, bytes int) Option {
-	return func(h *Hub) { h.spoolMaxEvents, h.spoolMaxBytes = events, bytes }
-}
-
 // DefaultSpoolGrace is how long a bridge's spool is kept after its
 // subscriber acked past it, for its other readers still replaying it
 // (DESIGN §4 rule 3): far longer than a parked pull subscription lives or
@@ -108,9 +98,8 @@ func New(src upstream.Opener, codec *cursor.Codec, st store.Store, opts ...Optio
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
 		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
-		bridgeTimeout: 5 * time.Minute, bridgeStall: 5 * time.Second, spoolMaxEvents: 1_000_000, spoolMaxBytes: 512 << 20,
 		spoolGrace: DefaultSpoolGrace, parked: map[string][]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
-		lossWindow: DefaultLossWindow, holder: randomHolder(), moveLeaseTTL: 10 * time.Second,
+		lossWindow: DefaultLossWindow,
 	}
 	for _, o := range opts {
 		o(h)

@@ -8,6 +8,6 @@ import (
 )
 
 // Some tests run on a real Redis (redistest starts one). Every
-// subscription, bridge stream and parked timer the tests start must be
+// subscription, VStream and parked timer the tests start must be
 // gone when they end (redistest.Main checks, as leaktest does).
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

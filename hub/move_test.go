@@ -3,8 +3,6 @@ package hub
 import (
 	"context"
 	"errors"
-	"github.com/vstream-gateway/vstream-gateway/reshard"
-	"google.golang.org/protobuf/proto"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
@@ -282,83 +281,6 @@ func (e *env) recordMoveJournal(t *testing.T) *reshard.Journal {
 		views = append(views, j)
 	}
 	return e.record(t, views...)
-}
-
-// DESIGN §4.1 rule 5: a named subscriber away across the switch is
-// bridged while the source tables exist: its spool holds the source's
-// transactions up to the cutover on every shard, no copy; after
-// `complete` it gets the spool, then the target from the journal's
-// positions.
-func TestMoveBridge(t *testing.T) {
-	ctx := context.Background()
-	fm := &fakeMover{moves: []streams.Move{moveOfT()}}
-	e := moveEnv(t, fm)
-	j := e.recordMoveJournal(t)
-	e.ack(t, "alice", two(10, 10))
-	e.ack(t, "bob", two(20, 20)) // at the cutover
-	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		sLo.Txn(100, two(11, 10), field(sLo), row(sLo, "1")),
-		sLo.Txn(100, two(20, 10), row(sLo, "2")),
-		sLo.Txn(100, two(21, 10), row(sLo, "3")), // a copy
-		sHi.Txn(100, two(21, 11), field(sHi), row(sHi, "4")),
-		sHi.Txn(100, two(21, 20), row(sHi, "5")),
-		sHi.Txn(100, two(21, 21), row(sHi, "6")), // a copy
-	}})
-	st, err := e.hub.BridgeSubscriber(ctx, e.def, "alice", j)
-	if err != nil || st.State != "done" {
-		t.Fatalf("BridgeSubscriber: %+v, %v", st, err)
-	}
-	if req := e.fake.Call(t, 0).Req; req.Flags.GetStopOnReshard() || req.Vgtid.ShardGtids[0].Keyspace != ks {
-		t.Errorf("capture request %v", req)
-	}
-	<-e.fake.Call(t, 0).Done() // the capture ended at the cutover
-	if st, err := e.hub.BridgeSubscriber(ctx, e.def, "bob", j); err != nil || st.State != "not_needed" {
-		t.Fatalf("BridgeSubscriber at the cutover: %+v, %v", st, err)
-	}
-	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
-	if err != nil || len(sub.Bridges) != 1 {
-		t.Fatalf("alice: %+v, %v", sub, err)
-	}
-	if need, why := e.hub.NeedsOldShards(sub, j); need {
-		t.Errorf("still needs the source after bridging: %s", why)
-	}
-	got := spooled(t, e, sub.Bridges[0].Log)
-	if len(got) != 4 || !proto.Equal(got[3], two(21, 20)) {
-		t.Fatalf("spool holds %v, want the 4 source transactions up to the cutover", got)
-	}
-	statuses, err := e.hub.BridgeStatuses(ctx, ks)
-	if err != nil || len(statuses) != 1 || statuses[0].State != "done" {
-		t.Fatalf("bridge statuses under the source keyspace: %+v, %v", statuses, err)
-	}
-
-	// complete: the source tables are gone. Alice returns.
-	fm.completed = true
-	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
-	}})
-	s := e.open(t, From{Subscriber: "alice"})
-	var notice *Delivery
-	for _, want := range []string{"1", "2", "4", "5", "moved", "7"} {
-		d := next(t, s)
-		if got := summary(t, d.Txn); got != want {
-			t.Fatalf("got %q, want %q", got, want)
-		}
-		if want == "moved" {
-			isMoved(t, d.Txn) // as a reader online across the switch got it
-			notice = d
-		}
-	}
-	samePos(t, "after the spool", e.fake.Call(t, 1).Req.Vgtid, fakevtgate.VGtid(commerceKs, "0", commerceAt))
-	s.Close()
-
-	// Acked at the notice: alice continues on the target, no second notice.
-	e.ack(t, "alice", notice.VGtid)
-	e.fake.Push(fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
-		c0.Txn(100, fakevtgate.VGtid(commerceKs, "0", "MariaDB/0-9-6"), field(c0), row(c0, "7")),
-	}})
-	if got := summary(t, next(t, e.open(t, From{Subscriber: "alice"})).Txn); got != "7" {
-		t.Fatalf("after acking the notice: %q, want 7", got)
-	}
 }
 
 // DESIGN §4.1 rule 6: an anonymous cursor behind a cutover whose workflow

@@ -336,7 +336,7 @@ func (h *Hub) spoolSeen(ctx context.Context, log string, pos *binlogdatapb.VGtid
 			return 0, nil, err
 		}
 		for _, e := range entries {
-			t, err := decodeSpoolEntry(e.Value)
+			t, err := DecodeSpoolEntry(e.Value)
 			if err != nil {
 				return 0, nil, err
 			}

@@ -37,7 +37,10 @@ type spoolEvent struct {
 	J json.RawMessage `json:"j"` // the finished event without cursor
 }
 
-func encodeSpoolEntry(t *source.Txn) ([]byte, error) {
+// EncodeSpoolEntry is t as a spool log entry holds it: its position, its
+// commit time, its piece marks and its events' finished bytes. A bridge
+// appends one per captured transaction; DecodeSpoolEntry reads it back.
+func EncodeSpoolEntry(t *source.Txn) ([]byte, error) {
 	v, err := position.Of(t.VGtid).Marshal()
 	if err != nil {
 		return nil, err
@@ -50,7 +53,8 @@ func encodeSpoolEntry(t *source.Txn) ([]byte, error) {
 	return json.Marshal(&e)
 }
 
-func decodeSpoolEntry(b []byte) (*source.Txn, error) {
+// DecodeSpoolEntry is the transaction EncodeSpoolEntry encoded into b.
+func DecodeSpoolEntry(b []byte) (*source.Txn, error) {
 	var e spoolEntry
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, err
@@ -108,22 +112,25 @@ type spoolSource struct {
 	has bool
 }
 
-const spoolPage = 256
+// SpoolPage is how many entries a spool reader reads from the store at a
+// time. What it has read it delivers, even once the spool is deleted under
+// it (it fails with ErrSpoolGone only after them).
+const SpoolPage = 256
 
 func (s *spoolSource) fill(ctx context.Context) {
 	if len(s.buf) > 0 || s.done || s.err != nil {
 		return
 	}
-	entries, err := s.st.ReadLog(ctx, s.log, s.after, spoolPage)
+	entries, err := s.st.ReadLog(ctx, s.log, s.after, SpoolPage)
 	if err != nil {
 		s.err = fmt.Errorf("read spool %s: %w", s.log, err)
 		return
 	}
-	if len(entries) < spoolPage {
+	if len(entries) < SpoolPage {
 		s.done = true
 	}
 	for _, e := range entries {
-		t, err := decodeSpoolEntry(e.Value)
+		t, err := DecodeSpoolEntry(e.Value)
 		if err != nil {
 			s.err = fmt.Errorf("spool %s entry %d: %w", s.log, e.Seq, err)
 			return

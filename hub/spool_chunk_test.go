@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
@@ -80,50 +79,5 @@ func TestSpoolChunkedTransaction(t *testing.T) {
 				t.Fatalf("got %s, want %s", strings.Join(got, " | "), c.want)
 			}
 		})
-	}
-}
-
-// A bridge stream that stalls inside a chunked transaction is reopened
-// before it and skips what was spooled: the spool holds every row once,
-// the pieces with their marks.
-func TestBridgeReopensInsideChunkedTransaction(t *testing.T) {
-	e := newEnvSource(t, []source.Option{source.WithChunkBytes(1)})
-	e.hub.bridgeStall = 100 * time.Millisecond
-	j := e.recordJournal(t)
-	e.ack(t, "alice", pos(10))
-	rows := func(ids ...string) [][]*binlogdatapb.VEvent {
-		var out [][]*binlogdatapb.VEvent
-		for _, id := range ids {
-			out = append(out, []*binlogdatapb.VEvent{row(s0, id)})
-		}
-		return out
-	}
-	begin := [][]*binlogdatapb.VEvent{{field(s0), s0.Begin(100)}}
-	e.fake.Push(
-		// Rows 1..3: 1 and 2 are spooled (3 is held back), then silence.
-		fakevtgate.Script{Open: true, Batches: append(begin, rows("1", "2", "3")...)},
-		fakevtgate.Script{Batches: append(append(append(begin, rows("1", "2", "3", "4")...),
-			[]*binlogdatapb.VEvent{s0.Pos(pos(11)), s0.Commit(100)}), journalEnd()...)},
-	)
-	sub := bridge(t, e, j)
-	samePos(t, "the reopened bridge stream", e.fake.Call(t, 1).Req.Vgtid, pos(10))
-	entries, err := e.st.ReadLog(context.Background(), sub.Bridges[0].Log, 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, en := range entries {
-		txn, err := decodeSpoolEntry(en.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := summary(t, txn)
-		if txn.Partial {
-			s += "…"
-		}
-		got = append(got, s)
-	}
-	if want := "1… | 2… | 3… | 4"; strings.Join(got, " | ") != want {
-		t.Fatalf("spool %s, want %s", strings.Join(got, " | "), want)
 	}
 }

@@ -58,7 +58,7 @@ func withSpool(t *testing.T, txns ...*source.Txn) *env {
 	events := 0
 	for _, txn := range txns {
 		txn.CommitTS = 100
-		b, err := encodeSpoolEntry(txn)
+		b, err := EncodeSpoolEntry(txn)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,7 @@
 // reshard journal the gateway sees, watches each served keyspace for
 // journals while no client is connected, and decides how a cursor whose
 // shards are gone continues (rebuild.go). Carrying named subscribers
-// across a cutover (bridging) is the hub's: hub/bridge.go.
+// across a cutover (bridging) is package bridge's.
 package reshard
 
 import (

@@ -100,7 +100,7 @@ func (s *Server) onMove(ctx context.Context, j *reshard.Journal) error {
 	if defs, err = s.streams.List(ctx); err != nil {
 		return err
 	}
-	s.hub.BridgeMoved(defs, j)
+	s.bridger.Moved(defs, j)
 	return nil
 }
 

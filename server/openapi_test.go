@@ -22,6 +22,7 @@ import (
 	querypb "vitess.io/vitess/go/vt/proto/query"
 
 	vsg "github.com/vstream-gateway/vstream-gateway"
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
@@ -61,6 +62,11 @@ func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
 	t.Cleanup(src.Close)
 	h := hub.New(src, codec, st, hub.WithLogger(log))
 	t.Cleanup(h.Close)
+	b, err := bridge.New(h.Cursors(), st, src, bridge.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
 	// Short waits keep the tests that reach a subscription quick.
 	pull := handlers.DefaultPullConfig()
 	pull.FirstWait = 100 * time.Millisecond
@@ -68,10 +74,11 @@ func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
 	sse.CursorHeartbeat = 100 * time.Millisecond
 	ws := handlers.DefaultWebSocketConfig()
 	ws.CursorHeartbeat = 100 * time.Millisecond
-	s := &Server{log: log, store: st, src: src, hub: h}
+	s := &Server{log: log, store: st, src: src, hub: h, bridger: b}
 	s.api = &handlers.API{
 		Streams: streams.NewRegistry(st, nil),
 		Hub:     h,
+		Bridges: b,
 		Cursors: hub.NewCursors(st),
 		Store:   st,
 		Log:     log,

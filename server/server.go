@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
@@ -35,6 +36,7 @@ type Server struct {
 	store   store.Store
 	src     *source.Client
 	hub     *hub.Hub
+	bridger *bridge.Bridger
 	api     *handlers.API
 	http    *http.Server
 
@@ -163,7 +165,7 @@ func (s *Server) loadStreams(ctx context.Context) (*streams.Registry, error) {
 	return reg, nil
 }
 
-// newHub makes the hub, and with --vtctld the mover that makes streams
+// newHub makes the hub and the bridger, and with --vtctld the mover that makes streams
 // follow their tables.
 func (s *Server) newHub(codec *cursor.Codec) error {
 	cfg := s.cfg
@@ -171,7 +173,7 @@ func (s *Server) newHub(codec *cursor.Codec) error {
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
 	hubOpts := []hub.Option{hub.WithLogger(s.log), hub.WithTails(tails),
 		hub.WithRebuilder(rebuilder{src: s.src, reg: s.journals}, s.observeRebuild),
-		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow), hub.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), hub.WithHolder(s.replica)}
+		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
 	if cfg.Vtctld != "" {
 		var err error
 		if s.mover, s.vtctld, err = s.newMover(cfg.Vtctld); err != nil {
@@ -180,7 +182,10 @@ func (s *Server) newHub(codec *cursor.Codec) error {
 		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: s.streams}))
 	}
 	s.hub = hub.New(s.src, codec, s.store, hubOpts...)
-	return nil
+	var err error
+	s.bridger, err = bridge.New(s.hub.Cursors(), s.store, s.src, bridge.WithLogger(s.log), bridge.WithHolder(s.replica),
+		bridge.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), bridge.WithTopology(s.src))
+	return err
 }
 
 // newWatcher makes the journal watcher, which bridges every stream across
@@ -194,7 +199,7 @@ func (s *Server) newWatcher() {
 				s.log.Error("bridging: listing streams failed", "err", err)
 				return
 			}
-			s.hub.BridgeAll(ctx, defs, j, &l)
+			s.bridger.All(ctx, defs, j, &l)
 		}, reshard.WithWatcherLogger(s.log), reshard.WithTailRider(s.rideTail, hub.ErrRideEnded))
 }
 
@@ -204,6 +209,7 @@ func (s *Server) newAPI() error {
 	s.api = &handlers.API{
 		Streams:  s.streams,
 		Hub:      s.hub,
+		Bridges:  s.bridger,
 		Journals: s.journals,
 		Cursors:  s.hub.Cursors(),
 		Store:    s.store,
@@ -390,6 +396,9 @@ func (s *Server) storeName() string {
 
 func (s *Server) closeBackends() {
 	s.stopWebhooks() // releases webhook leases while the store is still open
+	if s.bridger != nil {
+		s.bridger.Close() // gives MoveTables bridging leases back likewise
+	}
 	if s.hub != nil {
 		s.hub.Close()
 	}

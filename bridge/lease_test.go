@@ -1,4 +1,4 @@
-package hub
+package bridge
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
-	"github.com/vstream-gateway/vstream-gateway/cursor"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -50,28 +49,21 @@ func (r *logRecorder) logged(part string) bool {
 // the cutover bridged.
 func TestMoveBridgeLeased(t *testing.T) {
 	fm := &fakeMover{moves: []streams.Move{moveOfT()}}
-	e := moveEnv(t, fm)
-	e.hub.bridgeStall = time.Minute // the capture waits for the test, not for a stall
+	recA, recB := &logRecorder{}, &logRecorder{}
+	// The capture waits for the test, not for a stall.
+	e := moveEnv(t, fm, WithLogger(slog.New(recA)), WithHolder("replica-a"), WithMoveLease(2*time.Second), WithStall(time.Minute))
 	j := e.recordMoveJournal(t)
 	e.def.Moves[0].Journal = j.Key // the stream followed this cutover
 	e.ack(t, "alice", two(10, 10))
 
-	codec, err := cursor.NewCodec([]byte("test-signing-key-0123456789"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recA, recB := &logRecorder{}, &logRecorder{}
-	e.hub.log = slog.New(recA)
-	b := New(e.src, codec, e.st, WithLogger(slog.New(recB)), WithTails(TailOptions{}), WithMoveWatch(fm),
-		WithHolder("replica-b"), WithMoveBridgeLease(2*time.Second))
-	b.bridgeStall = time.Minute
-	t.Cleanup(b.Close)
-	e.hub.holder, e.hub.moveLeaseTTL = "replica-a", 2*time.Second
+	// Replica b: a hub and a bridger of its own on the same store.
+	b := e.bridger(t, e.hubWith(t), WithLogger(slog.New(recB)), WithHolder("replica-b"), WithMoveLease(2*time.Second),
+		WithStall(time.Minute))
 
 	defs := []*streams.Definition{e.def}
-	e.hub.BridgeMoved(defs, j)
+	e.br.Moved(defs, j)
 	first := e.fake.Call(t, 0) // replica a captures; the call waits for the test
-	b.BridgeMoved(defs, j)
+	b.Moved(defs, j)
 	// Replica b must wait for the lease, never open a capture of its own.
 	if err := wait.Until(context.Background(), "replica b waiting for the cutover's lease", 30*time.Second, time.Millisecond, func() error {
 		if n := e.fake.Calls(); n > 1 {
@@ -99,7 +91,7 @@ func TestMoveBridgeLeased(t *testing.T) {
 		t.Fatalf("%d captures, want 1", n)
 	}
 	ctx := context.Background()
-	if done, err := e.hub.moveBridged(ctx, j); err != nil || !done {
+	if done, err := e.br.moveBridged(ctx, j); err != nil || !done {
 		t.Fatalf("cutover marked bridged: %v, %v", done, err)
 	}
 	sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
@@ -111,8 +103,8 @@ func TestMoveBridgeLeased(t *testing.T) {
 	}
 	// A replica that finds the cutover later does not even ask for the lease.
 	recC := &logRecorder{}
-	c := New(e.src, codec, e.st, WithLogger(slog.New(recC)), WithTails(TailOptions{}), WithMoveWatch(fm), WithHolder("replica-c"))
-	c.bridgeMovedLeased(ctx, defs, j)
+	c := e.bridger(t, e.hubWith(t), WithLogger(slog.New(recC)), WithHolder("replica-c"))
+	c.movedLeased(ctx, defs, j)
 	c.Close()
 	if recC.logged("lease acquired") || e.fake.Calls() != 1 {
 		t.Fatalf("a replica finding a bridged cutover took the lease or captured (%d calls)", e.fake.Calls())

@@ -1,8 +1,7 @@
-package hub
+package bridge
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/store"
 )
@@ -79,7 +79,7 @@ func alice(_, key string) bool { return key == "alice" }
 func ackRaceEnv(t *testing.T, st store.Store) (*env, *interleave) {
 	t.Helper()
 	is := &interleave{Store: st}
-	e := newEnvOn(t, is, nil)
+	e := newEnvOn(t, is)
 	e.ack(t, "alice", pos(10))
 	e.fake.Push(fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{
 		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
@@ -94,7 +94,7 @@ func readAfterReshard(t *testing.T, e *env, want ...string) {
 	t.Helper()
 	e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
 	e.fake.Push(liveOnNewShards())
-	s := e.open(t, From{Subscriber: "alice"})
+	s := e.open(t, hub.From{Subscriber: "alice"})
 	for _, w := range want {
 		if got := summary(t, next(t, s).Txn); got != w {
 			t.Fatalf("alice after the reshard: %q, want %q (all: %q)", got, w, want)
@@ -125,8 +125,8 @@ func TestAckKeepsAConcurrentBridge(t *testing.T) {
 				e, is := ackRaceEnv(t, st)
 				j := e.recordJournal(t)
 				is.arm(alice, func() {
-					if bs, err := e.hub.BridgeSubscriber(context.Background(), e.def, "alice", j); err != nil || bs.State != "done" {
-						t.Errorf("BridgeSubscriber: %+v, %v", bs, err)
+					if bs, err := e.br.Subscriber(context.Background(), e.def, "alice", j); err != nil || bs.State != "done" {
+						t.Errorf("Subscriber: %+v, %v", bs, err)
 					}
 				})
 				ack(t, e)
@@ -149,8 +149,8 @@ func TestBridgeKeepsAConcurrentAck(t *testing.T) {
 		is.arm(func(_, key string) bool { return key == "alice" && is.spooled.Load() }, func() {
 			e.ack(t, "alice", pos(11))
 		})
-		if bs, err := e.hub.BridgeSubscriber(context.Background(), e.def, "alice", j); err != nil || bs.State != "done" {
-			t.Fatalf("BridgeSubscriber: %+v, %v", bs, err)
+		if bs, err := e.br.Subscriber(context.Background(), e.def, "alice", j); err != nil || bs.State != "done" {
+			t.Fatalf("Subscriber: %+v, %v", bs, err)
 		}
 		is.fired(t)
 		ackedAndBridged(t, e)
@@ -186,7 +186,7 @@ func TestFreeingBridgesKeepsAConcurrentAck(t *testing.T) {
 		is.arm(alice, func() { e.ack(t, "alice", later) })
 		e.fake.SetTopology(ks, []string{"-80", "80-"}, nil)
 		e.fake.Push(liveOnNewShards())
-		next(t, e.open(t, From{Subscriber: "alice"}))
+		next(t, e.open(t, hub.From{Subscriber: "alice"}))
 		is.fired(t)
 		sub, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
 		if err != nil {
@@ -198,51 +198,34 @@ func TestFreeingBridgesKeepsAConcurrentAck(t *testing.T) {
 	})
 }
 
-// Acks from many writers at once (tabs, replicas) end at the furthest:
-// none writes a position it compared with a state another one replaced.
-func TestConcurrentAcksEndAtTheFurthest(t *testing.T) {
-	eachStore(t, func(t *testing.T, st store.Store) {
-		c := NewCursors(st)
-		const writers, each = 6, 15
-		var wg sync.WaitGroup
-		for w := range writers {
-			wg.Go(func() {
-				for i := range each {
-					if _, err := c.Ack(context.Background(), "orders", "alice", pos(1+i*writers+w)); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		got, err := c.Get(context.Background(), "orders", "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		samePos(t, "after every ack", got.VGtid, pos(writers*each))
-	})
-}
+// A subscriber online across a cutover is bridged while it reads on from
+// the tail, then acks past the bridge's end: the ack frees the bridge (no
+// plan runs at its cursor to do it), so a later reshard's bridge starts at
+// the acked cursor, not at the first bridge's end, and spools nothing it
+// acked. Seen in the soak: the merge's spool held every row of -80,80-
+// since the split, and the subscriber got them again.
+func TestAckPastABridgeFreesIt(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	j := e.recordJournal(t)
+	e.fake.SetTopology(ks, []string{"-80", "80-"}, []string{"0"})
+	e.ack(t, "alice", pos(10))
+	e.fake.Push(fakevtgate.Script{Batches: append([][]*binlogdatapb.VEvent{
+		s0.Txn(100, pos(11), field(s0), row(s0, "1")),
+	}, journalEnd()...)})
+	bridge(t, e, j)
 
-// conflicting is a store on which every compare-and-swap finds another
-// value: an update must give up, not loop.
-type conflicting struct {
-	store.Store
-	swaps atomic.Int32
-}
-
-func (s *conflicting) CompareAndSwap(context.Context, string, string, []byte, []byte) (bool, error) {
-	s.swaps.Add(1)
-	return false, nil
-}
-
-func TestUpdateGivesUpUnderEndlessContention(t *testing.T) {
-	st := &conflicting{Store: boltStore(t)}
-	_, err := NewCursors(st).Ack(context.Background(), "orders", "alice", pos(10))
-	if !errors.Is(err, ErrStateContended) {
-		t.Fatalf("Ack on a store where every swap conflicts: %v, want ErrStateContended", err)
+	e.ack(t, "alice", after5) // read on from the tail, past the bridge
+	st, err := e.hub.Cursors().Get(ctx, e.def.Name, "alice")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := st.swaps.Load(); n != maxStateAttempts {
-		t.Fatalf("%d swaps tried, want %d", n, maxStateAttempts)
+	if len(st.Bridges) != 0 || len(st.Freed) != 1 || st.Freed[0].FreedAt.IsZero() {
+		t.Fatalf("after an ack past the bridge: %d bridges, %d freed (%+v); want it freed", len(st.Bridges), len(st.Freed), st.Freed)
 	}
+	eff, err := st.EffectivePosition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePos(t, "a later bridge starts at", eff, after5)
 }

@@ -1,0 +1,8 @@
+package bridge
+
+import "errors"
+
+// ErrSpoolFull is reported when a bridge would exceed the spool bound; the
+// subscriber is left as it was and resumes with its stream's on_gap policy
+// if the old shards are gone when it returns.
+var ErrSpoolFull = errors.New("bridge spool limit exceeded")
