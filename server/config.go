@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vstream-gateway/vstream-gateway/bridge"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
@@ -150,8 +151,8 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.RingBytes, "ring-bytes", hub.DefaultTailOptions.RingBytes, "bytes of recent transactions each stream's tail keeps in memory: readers whose cursor is inside are served without a VStream of their own")
 	d.integer(&c.RingEntries, "ring-entries", hub.DefaultTailOptions.RingEntries, "transactions each stream's tail keeps (the ring is full at either bound); 0: no shared tail, every reader gets a VStream of its own")
 	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
-	d.integer(&c.SpoolEvents, "bridge-spool-events", 1_000_000, "events one reshard bridge may spool for a subscriber behind the cutover; past it the bridge fails (GET /v1/reshards) and the subscriber pins the old shards until it reads across the cutover itself")
-	d.integer(&c.SpoolBytes, "bridge-spool-bytes", 512<<20, "bytes one reshard bridge may spool (a spool is full at either bound)")
+	d.integer(&c.SpoolEvents, "bridge-spool-events", bridge.DefaultSpoolEvents, "events one reshard bridge may spool for a subscriber behind the cutover; past it the bridge fails (GET /v1/reshards) and the subscriber pins the old shards until it reads across the cutover itself")
+	d.integer(&c.SpoolBytes, "bridge-spool-bytes", bridge.DefaultSpoolBytes, "bytes one reshard bridge may spool (a spool is full at either bound)")
 	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full, or one write to it stay blocked, before the client is closed as a slow consumer (4008)")
 	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
