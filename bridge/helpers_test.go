@@ -188,7 +188,10 @@ func build(t *testing.T, s setup) *env {
 // with the env's hub options and opts, closed when the test ends.
 func (e *env) hubWith(t *testing.T, opts ...hub.Option) *hub.Hub {
 	t.Helper()
-	h := hub.New(e.src, e.codec, e.st, append(e.hubOpts[:len(e.hubOpts):len(e.hubOpts)], opts...)...)
+	h, err := hub.New(e.src, e.codec, e.st, append(e.hubOpts[:len(e.hubOpts):len(e.hubOpts)], opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.Close)
 	return h
 }

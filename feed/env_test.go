@@ -76,7 +76,9 @@ func newEnv(t *testing.T, srcOpts ...source.Option) *env {
 	if e.codec, err = cursor.NewCodec([]byte("test-signing-key-0123456789"), nil); err != nil {
 		t.Fatal(err)
 	}
-	e.hub = hub.New(src, e.codec, st, hub.WithLogger(quiet), hub.WithTails(hub.TailOptions{}))
+	if e.hub, err = hub.New(src, e.codec, st, hub.WithLogger(quiet), hub.WithTails(hub.TailOptions{})); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.hub.Close)
 	e.def = &streams.Definition{Name: "orders", Keyspace: ks, Tables: []string{"t"}, CreatedAt: time.Unix(1_700_000_000, 0)}
 	if err := e.def.Normalize(); err != nil {

@@ -54,8 +54,11 @@ func newParkEnv(t *testing.T) *parkEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := hub.New(src, codec, st, hub.WithLogger(log),
+	h, err := hub.New(src, codec, st, hub.WithLogger(log),
 		hub.WithTails(hub.TailOptions{RingBytes: 1 << 20, RingEntries: 100, Idle: time.Minute, StartWait: 5 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.Close)
 	def := &streams.Definition{Name: "orders", Keyspace: ks, Tables: []string{"t"}, CreatedAt: time.Unix(1_700_000_000, 0)}
 	if err := def.Normalize(); err != nil {

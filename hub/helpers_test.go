@@ -139,7 +139,9 @@ func newEnvOn(t *testing.T, st store.Store, srcOpts []source.Option, opts ...Opt
 		defer e.mu.Unlock()
 		e.outcomes = append(e.outcomes, o)
 	})}, opts...)
-	e.hub = New(e.src, codec, e.st, opts...)
+	if e.hub, err = New(e.src, codec, e.st, opts...); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(e.hub.Close)
 	e.def = &streams.Definition{Name: "orders", Keyspace: ks, Tables: []string{"t"}, CreatedAt: time.Unix(1_700_000_000, 0)}
 	if err := e.def.Normalize(); err != nil {

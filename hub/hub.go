@@ -70,15 +70,6 @@ type parked struct {
 	private bool
 }
 
-// Option configures a Hub.
-type Option func(*Hub)
-
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(h *Hub) { h.log = l } }
-
-// WithParkTTL sets how long an idle pull subscription stays open.
-func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d } }
-
 // DefaultSpoolGrace is how long a bridge's spool is kept after its
 // subscriber acked past it, for its other readers still replaying it
 // (DESIGN §4 rule 3): far longer than a parked pull subscription lives or
@@ -86,26 +77,23 @@ func WithParkTTL(d time.Duration) Option { return func(h *Hub) { h.parkTTL = d }
 // ErrSpoolGone and resumes from the subscriber's cursor.
 const DefaultSpoolGrace = time.Hour
 
-// WithMoveWatch makes readers follow MoveTables cutovers.
-func WithMoveWatch(m upstream.MoveWatch) Option { return func(h *Hub) { h.moves = m } }
-
-// WithSpoolGrace sets how long a freed bridge's spool is kept.
-func WithSpoolGrace(d time.Duration) Option { return func(h *Hub) { h.spoolGrace = d } }
-
-// New returns a hub.
-func New(src upstream.Opener, codec *cursor.Codec, st store.Store, opts ...Option) *Hub {
+// New returns a hub, or ErrOption for an option it cannot take.
+func New(src upstream.Opener, codec *cursor.Codec, st store.Store, opts ...Option) (*Hub, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
 		src: src, codec: codec, st: st, cursors: NewCursors(st), log: slog.Default(),
-		ctx: ctx, cancel: cancel, parkTTL: 30 * time.Second,
+		ctx: ctx, cancel: cancel, parkTTL: defaultParkTTL,
 		spoolGrace: DefaultSpoolGrace, parked: map[string][]*parked{}, tails: map[string]*tail{}, tailOpts: DefaultTailOptions,
 		lossWindow: DefaultLossWindow,
 	}
 	for _, o := range opts {
-		o(h)
+		if err := o(h); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	h.up = upstream.New(src, h.moves, h.log)
-	return h
+	return h, nil
 }
 
 // Close ends every parked subscription. Live subscriptions end with their

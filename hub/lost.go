@@ -25,19 +25,6 @@ const (
 // lost (WithStoreLoss).
 const DefaultLossWindow = 7 * 24 * time.Hour
 
-// WithStoreLoss tells the hub when the store last lost data (lostAt
-// returns zero if never). For window after a loss, a named subscriber that
-// has no stored cursor is not started silently at the stream's start — it
-// may be one whose cursor was lost: it gets a resync event with reason
-// store_lost and a fresh snapshot. A subscriber that is really new within
-// the window gets the same (a snapshot it did not ask for, said out loud,
-// rather than a silent gap for one that lost its cursor). Resyncs of
-// cursors whose shards are gone also say store_lost in the window: the
-// journals that would have continued them may have been lost.
-func WithStoreLoss(lostAt func() time.Time, window time.Duration) Option {
-	return func(h *Hub) { h.lostAt, h.lossWindow = lostAt, window }
-}
-
 // storeLost returns when the store lost data, if that is within the window.
 func (h *Hub) storeLost() (time.Time, bool) {
 	if h.lostAt == nil {

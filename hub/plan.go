@@ -25,11 +25,6 @@ type Rebuilder interface {
 // RebuildObserver is told every rebuild outcome (metrics).
 type RebuildObserver func(stream string, outcome reshard.Outcome)
 
-// WithRebuilder enables cursor rebuilds across reshards.
-func WithRebuilder(r Rebuilder, observe RebuildObserver) Option {
-	return func(h *Hub) { h.rebuilder, h.observe = r, observe }
-}
-
 // plan decides what a subscription reads before its live VStream: a
 // subscriber's bridge spools, reshard notices for journals an exact rewrite
 // followed, or a resync notice and a fresh snapshot. It returns the source

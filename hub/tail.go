@@ -52,10 +52,6 @@ type TailOptions struct {
 // --tail-idle.
 var DefaultTailOptions = TailOptions{RingBytes: 64 << 20, RingEntries: 100_000, Idle: 2 * time.Minute, StartWait: 10 * time.Second}
 
-// WithTails turns the shared fan-out on (it is on by default) or, with
-// RingEntries 0, off: every reader then has a VStream of its own.
-func WithTails(o TailOptions) Option { return func(h *Hub) { h.tailOpts = o } }
-
 // acquireTail returns the running tail of def, starting one if needed, with
 // one more user counted; nil when tails are off. release must follow.
 func (h *Hub) acquireTail(def *streams.Definition) *tail {

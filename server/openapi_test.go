@@ -60,7 +60,10 @@ func newTestServerOn(t testing.TB, st store.Store) (*Server, *cursor.Codec) {
 		t.Fatal(err)
 	}
 	t.Cleanup(src.Close)
-	h := hub.New(src, codec, st, hub.WithLogger(log))
+	h, err := hub.New(src, codec, st, hub.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(h.Close)
 	b, err := bridge.New(h.Cursors(), st, src, bridge.WithLogger(log))
 	if err != nil {

@@ -181,8 +181,10 @@ func (s *Server) newHub(codec *cursor.Codec) error {
 		}
 		hubOpts = append(hubOpts, hub.WithMoveWatch(moveWatch{m: s.mover, reg: s.streams}))
 	}
-	s.hub = hub.New(s.src, codec, s.store, hubOpts...)
 	var err error
+	if s.hub, err = hub.New(s.src, codec, s.store, hubOpts...); err != nil {
+		return err
+	}
 	s.bridger, err = bridge.New(s.hub.Cursors(), s.store, s.src, bridge.WithLogger(s.log), bridge.WithHolder(s.replica),
 		bridge.WithSpoolLimit(cfg.SpoolEvents, cfg.SpoolBytes), bridge.WithTopology(s.src))
 	return err
