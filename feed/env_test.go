@@ -2,23 +2,20 @@ package feed
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/cursor"
-	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
 	"github.com/vstream-gateway/vstream-gateway/internal/leaktest"
+	"github.com/vstream-gateway/vstream-gateway/internal/txntest"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/boltstore"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -99,28 +96,8 @@ func (e *env) token(t *testing.T, v *binlogdatapb.VGtid) string {
 // scope is the cursor scope the hub signs a stream's tokens with.
 func scope(def *streams.Definition) string { return def.Name + "\x00" + def.Origin() }
 
-// summary renders a transaction's events compactly: change events as the
-// ids they insert ("1 2"), control events as their type.
-func summary(t *testing.T, txn *source.Txn) string {
-	t.Helper()
-	var parts []string
-	for _, e := range txn.Events {
-		if e.Type != event.TypeChange {
-			parts = append(parts, string(e.Type))
-			continue
-		}
-		var m struct{ After struct{ ID json.Number } }
-		if err := json.Unmarshal(e.AppendJSON(nil, ""), &m); err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, m.After.ID.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-func samePos(t *testing.T, what string, got, want *binlogdatapb.VGtid) {
-	t.Helper()
-	if !proto.Equal(got, want) {
-		t.Fatalf("%s: position %v, want %v", what, got, want)
-	}
-}
+// The checks every transaction test shares.
+var (
+	summary = txntest.Summary
+	samePos = txntest.SamePos
+)

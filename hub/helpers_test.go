@@ -2,22 +2,19 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
 	"github.com/vstream-gateway/vstream-gateway/cursor"
-	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
+	"github.com/vstream-gateway/vstream-gateway/internal/txntest"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store"
@@ -243,37 +240,9 @@ func next(t *testing.T, s *Subscription) *Delivery {
 	return d
 }
 
-// summary renders a delivery's events compactly: change events as the ids
-// they insert ("1 2"), control events as their type.
-func summary(t *testing.T, txn *source.Txn) string {
-	t.Helper()
-	var parts []string
-	for _, e := range txn.Events {
-		if e.Type != event.TypeChange {
-			parts = append(parts, string(e.Type))
-			continue
-		}
-		var m struct{ After struct{ ID json.Number } }
-		if err := json.Unmarshal(e.AppendJSON(nil, ""), &m); err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, m.After.ID.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-func member(t *testing.T, e event.Event, name string) string {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(e.AppendJSON(nil, ""), &m); err != nil {
-		t.Fatal(err)
-	}
-	return string(m[name])
-}
-
-func samePos(t *testing.T, what string, got, want *binlogdatapb.VGtid) {
-	t.Helper()
-	if !proto.Equal(got, want) {
-		t.Fatalf("%s: position %v, want %v", what, got, want)
-	}
-}
+// The checks every transaction test shares.
+var (
+	summary = txntest.Summary
+	member  = txntest.Member
+	samePos = txntest.SamePos
+)
