@@ -101,19 +101,6 @@ type setup struct {
 	bridge []Option
 }
 
-type rebuilder struct {
-	src *source.Client
-	reg *reshard.Registry
-}
-
-func (r rebuilder) Topology(ctx context.Context, keyspaces ...string) (source.Topology, error) {
-	return r.src.Topology(ctx, keyspaces...)
-}
-
-func (r rebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error) {
-	return r.reg.List(ctx, keyspace)
-}
-
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newEnv is an env on an embedded store with the bridger's options opts.
@@ -168,7 +155,7 @@ func build(t *testing.T, s setup) *env {
 	// These tests script every VStream call in order: each reader reads on
 	// a VStream of its own (tails have tests of their own).
 	e.hubOpts = append([]hub.Option{hub.WithLogger(quiet()), hub.WithTails(hub.TailOptions{}),
-		hub.WithRebuilder(rebuilder{e.src, e.reg}, func(_ string, o reshard.Outcome) {
+		hub.WithRebuilder(hub.ClusterRebuilder{Src: e.src, Reg: e.reg}, func(_ string, o reshard.Outcome) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			e.outcomes = append(e.outcomes, o)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -59,7 +58,7 @@ type Topology interface {
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
-			return errors.New("bridge: nil logger")
+			return fmt.Errorf("%w: nil logger", ErrOption)
 		}
 		o.log = l
 		return nil
@@ -71,7 +70,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithHolder(id string) Option {
 	return func(o *options) error {
 		if id == "" {
-			return errors.New("bridge: empty lease holder")
+			return fmt.Errorf("%w: empty lease holder", ErrOption)
 		}
 		o.holder = id
 		return nil
@@ -83,7 +82,7 @@ func WithHolder(id string) Option {
 func WithMoveLease(ttl time.Duration) Option {
 	return func(o *options) error {
 		if ttl < 3*time.Millisecond {
-			return fmt.Errorf("bridge: move lease %v is shorter than 3ms", ttl)
+			return fmt.Errorf("%w: move lease %v is shorter than 3ms", ErrOption, ttl)
 		}
 		o.moveLease = ttl
 		return nil
@@ -95,7 +94,7 @@ func WithMoveLease(ttl time.Duration) Option {
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("bridge: timeout %v is not positive", d)
+			return fmt.Errorf("%w: timeout %v is not positive", ErrOption, d)
 		}
 		o.timeout = d
 		return nil
@@ -107,7 +106,7 @@ func WithTimeout(d time.Duration) Option {
 func WithStall(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("bridge: stall window %v is not positive", d)
+			return fmt.Errorf("%w: stall window %v is not positive", ErrOption, d)
 		}
 		o.stall = d
 		return nil
@@ -120,7 +119,7 @@ func WithStall(d time.Duration) Option {
 func WithSpoolLimit(events, bytes int) Option {
 	return func(o *options) error {
 		if events < 1 || bytes < 1 {
-			return fmt.Errorf("bridge: spool limit of %d events, %d bytes is not positive", events, bytes)
+			return fmt.Errorf("%w: spool limit of %d events, %d bytes is not positive", ErrOption, events, bytes)
 		}
 		o.maxEvents, o.maxBytes = events, bytes
 		return nil
@@ -133,7 +132,7 @@ func WithSpoolLimit(events, bytes int) Option {
 func WithTopology(t Topology) Option {
 	return func(o *options) error {
 		if t == nil {
-			return errors.New("bridge: nil topology")
+			return fmt.Errorf("%w: nil topology", ErrOption)
 		}
 		o.topology = t
 		return nil

@@ -66,19 +66,6 @@ type env struct {
 	outcomes []reshard.Outcome
 }
 
-type rebuilder struct {
-	src *source.Client
-	reg *reshard.Registry
-}
-
-func (r rebuilder) Topology(ctx context.Context, keyspaces ...string) (source.Topology, error) {
-	return r.src.Topology(ctx, keyspaces...)
-}
-
-func (r rebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error) {
-	return r.reg.List(ctx, keyspace)
-}
-
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newEnv(t *testing.T, opts ...Option) *env {
@@ -131,7 +118,7 @@ func newEnvOn(t *testing.T, st store.Store, srcOpts []source.Option, opts ...Opt
 	e.reg = reshard.NewRegistry(e.st)
 	// These tests script every VStream call in order: each reader reads on
 	// a VStream of its own (tails have tests of their own).
-	opts = append([]Option{WithLogger(quiet()), WithTails(TailOptions{}), WithRebuilder(rebuilder{e.src, e.reg}, func(_ string, o reshard.Outcome) {
+	opts = append([]Option{WithLogger(quiet()), WithTails(TailOptions{}), WithRebuilder(ClusterRebuilder{Src: e.src, Reg: e.reg}, func(_ string, o reshard.Outcome) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.outcomes = append(e.outcomes, o)

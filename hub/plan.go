@@ -22,6 +22,23 @@ type Rebuilder interface {
 	Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error)
 }
 
+// ClusterRebuilder is the production Rebuilder: vtgate's serving graph as
+// the source client reads it, and the journals the registry recorded.
+type ClusterRebuilder struct {
+	Src *source.Client
+	Reg *reshard.Registry
+}
+
+// Topology reads vtgate's serving graph of keyspaces.
+func (r ClusterRebuilder) Topology(ctx context.Context, keyspaces ...string) (source.Topology, error) {
+	return r.Src.Topology(ctx, keyspaces...)
+}
+
+// Journals lists the recorded journals of keyspace.
+func (r ClusterRebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error) {
+	return r.Reg.List(ctx, keyspace)
+}
+
 // RebuildObserver is told every rebuild outcome (metrics).
 type RebuildObserver func(stream string, outcome reshard.Outcome)
 

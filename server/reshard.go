@@ -15,20 +15,6 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/streams"
 )
 
-// rebuilder adapts the vtgate client and the journal registry to the hub.
-type rebuilder struct {
-	src *source.Client
-	reg *reshard.Registry
-}
-
-func (r rebuilder) Topology(ctx context.Context, keyspaces ...string) (source.Topology, error) {
-	return r.src.Topology(ctx, keyspaces...)
-}
-
-func (r rebuilder) Journals(ctx context.Context, keyspace string) ([]*reshard.Journal, error) {
-	return r.reg.List(ctx, keyspace)
-}
-
 // journalRecorder records every JOURNAL any VStream of this process sees
 // (DESIGN §4 rule 1).
 func journalRecorder(reg *reshard.Registry, s *Server) source.JournalHook {

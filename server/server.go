@@ -172,7 +172,7 @@ func (s *Server) newHub(codec *cursor.Codec) error {
 	tails := hub.DefaultTailOptions
 	tails.RingBytes, tails.RingEntries, tails.Idle = cfg.RingBytes, cfg.RingEntries, cfg.TailIdle
 	hubOpts := []hub.Option{hub.WithLogger(s.log), hub.WithTails(tails),
-		hub.WithRebuilder(rebuilder{src: s.src, reg: s.journals}, s.observeRebuild),
+		hub.WithRebuilder(hub.ClusterRebuilder{Src: s.src, Reg: s.journals}, s.observeRebuild),
 		hub.WithStoreLoss(s.lostAt, cfg.StoreLossWindow)}
 	if cfg.Vtctld != "" {
 		var err error
