@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/bridge"
+	"github.com/vstream-gateway/vstream-gateway/handlers"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/source"
 	"github.com/vstream-gateway/vstream-gateway/store/redisstore"
@@ -143,20 +144,21 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.boolean(&c.MetricsAuth, "metrics-auth", false, "require a token with the admin or metrics scope for /metrics")
 	d.list(&c.CORSOrigins, "cors-origins", "origins allowed to call the API from a browser and open WebSockets (comma-separated or repeated; * for any)")
 
-	d.int64(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest request body")
-	d.int64(&c.WSReadLimit, "ws-read-limit", 4<<10, "largest WebSocket message a client may send")
-	d.integer(&c.WSQueue, "ws-queue", 4096, "transactions (and heartbeats) queued per WebSocket")
-	d.integer(&c.WSQueueBytes, "ws-queue-bytes", 4<<20, "bytes of events queued per WebSocket (a queue is full at either bound)")
+	admin, pull, ws := handlers.DefaultAdminConfig(), handlers.DefaultPullConfig(), handlers.DefaultWebSocketConfig()
+	d.int64(&c.MaxBodyBytes, "max-body-bytes", admin.MaxBodyBytes, "largest request body")
+	d.int64(&c.WSReadLimit, "ws-read-limit", ws.ReadLimit, "largest WebSocket message a client may send")
+	d.integer(&c.WSQueue, "ws-queue", ws.Queue, "transactions (and heartbeats) queued per WebSocket")
+	d.integer(&c.WSQueueBytes, "ws-queue-bytes", ws.QueueBytes, "bytes of events queued per WebSocket (a queue is full at either bound)")
 	d.integer(&c.ReadAhead, "read-ahead", 4<<20, "bytes of events each VStream reader buffers ahead of its client; past it vtgate is paused")
 	d.integer(&c.RingBytes, "ring-bytes", hub.DefaultTailOptions.RingBytes, "bytes of recent transactions each stream's tail keeps in memory: readers whose cursor is inside are served without a VStream of their own")
 	d.integer(&c.RingEntries, "ring-entries", hub.DefaultTailOptions.RingEntries, "transactions each stream's tail keeps (the ring is full at either bound); 0: no shared tail, every reader gets a VStream of its own")
 	d.dur(&c.TailIdle, "tail-idle", hub.DefaultTailOptions.Idle, "how long a stream's tail runs on without readers (for pollers and reconnecting clients)")
 	d.integer(&c.SpoolEvents, "bridge-spool-events", bridge.DefaultSpoolEvents, "events one reshard bridge may spool for a subscriber behind the cutover; past it the bridge fails (GET /v1/reshards) and the subscriber pins the old shards until it reads across the cutover itself")
 	d.integer(&c.SpoolBytes, "bridge-spool-bytes", bridge.DefaultSpoolBytes, "bytes one reshard bridge may spool (a spool is full at either bound)")
-	d.dur(&c.WSSlowAfter, "ws-slow-after", 5*time.Second, "how long a WebSocket's full queue may stay full, or one write to it stay blocked, before the client is closed as a slow consumer (4008)")
-	d.integer(&c.MaxLimit, "max-limit", 10000, "cap on the pull limit parameter (events per batch)")
-	d.integer(&c.DefaultLimit, "default-limit", 1000, "pull batch size when limit is absent")
-	d.dur(&c.MaxWait, "max-wait", 60*time.Second, "cap on the pull wait parameter (long-poll)")
+	d.dur(&c.WSSlowAfter, "ws-slow-after", ws.SlowAfter, "how long a WebSocket's full queue may stay full, or one write to it stay blocked, before the client is closed as a slow consumer (4008)")
+	d.integer(&c.MaxLimit, "max-limit", pull.MaxLimit, "cap on the pull limit parameter (events per batch)")
+	d.integer(&c.DefaultLimit, "default-limit", pull.DefaultLimit, "pull batch size when limit is absent")
+	d.dur(&c.MaxWait, "max-wait", pull.MaxWait, "cap on the pull wait parameter (long-poll)")
 	d.integer(&c.MaxConnsPerToken, "max-conns-per-token", 32, "concurrent streaming connections (pull, SSE, WebSocket) per token subject; 0: unlimited")
 	d.float(&c.AdminRate, "admin-rate", 5, "admin API requests per second per token subject")
 	d.integer(&c.AdminBurst, "admin-burst", 20, "admin API burst per token subject")

@@ -3,7 +3,7 @@ package server
 import "github.com/vstream-gateway/vstream-gateway/handlers"
 
 // Each transport's configuration is its Default… with what the flags set:
-// the flags' defaults are the same values (TestTransportConfigDefaults),
+// the flags default to those values (TestTransportConfigDefaults checks the wiring),
 // and what has no flag keeps its default.
 
 // adminConfig is the admin API's configuration (--max-body-bytes).
