@@ -1,6 +1,6 @@
 // Compiled with ../../src/events.d.ts by TestTypeScript: the declarations
 // must let a client narrow an Event by `type` and read each member's fields.
-import type { Batch, Event, Stream, StreamDefinition, SubscriberStatus } from "../../src/events";
+import type { Batch, Event, Stream, StreamDefinition, SubscriberStatus } from "../../src/events.js";
 
 export function describe(e: Event): string {
   switch (e.type) {
