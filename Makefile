@@ -63,7 +63,8 @@ soak:
 # chromium), installed here when missing and running as root.
 # The network stall test (e2e TestVtgateNetworkStall) drops packets with
 # iptables, as root; installed here when missing, and skipped (saying why)
-# when not root.
+# when not root. The JavaScript client's tests (e2e TestJSClient) need its
+# development packages (ws, esbuild, typescript), installed with npm ci.
 APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 APT_IPTABLES = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
 test-deps:
@@ -72,6 +73,10 @@ test-deps:
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
 	@[ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || \
 		$(APT_IPTABLES) || { apt-get update -qq && $(APT_IPTABLES); }
+	@command -v node >/dev/null 2>&1 || { echo "the JavaScript client's tests need Node.js 20 or later (node, npm)"; exit 1; }
+	@[ -f clients/js/node_modules/.package-lock.json ] && [ clients/js/node_modules/.package-lock.json -nt clients/js/package-lock.json ] || \
+		{ echo "installing the JavaScript client's development packages (npm ci in clients/js)"; npm ci --prefix clients/js --no-audit --no-fund --loglevel=error; }
+	@echo "building the JavaScript client's browser bundle (clients/js/dist)"; npm run --prefix clients/js --silent build >/dev/null
 
 # The README's screenshots of the console (docs/console/*.png), taken by its
 # end-to-end tests on the real cluster, so they show what the console really

@@ -38,7 +38,14 @@ func TestJSClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	js := startJSControl(t, ctx)
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=1", "--test-reporter=spec", "test/")
+	if os.Getenv("VSG_JS_SERVE") == "1" {
+		// For working on the client: serve the gateway and the control
+		// server until the test's deadline, for node --test run by hand.
+		t.Logf("VSG_URL=%s VSG_CONTROL=%s", js.g.url, js.url)
+		<-ctx.Done()
+		return
+	}
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=1", "--test-reporter=spec", "--test-timeout=300000", "test/")
 	cmd.Dir = jsDir
 	cmd.Env = append(os.Environ(), "VSG_URL="+js.g.url, "VSG_CONTROL="+js.url, "VSG_REQUIRE_GATEWAY=1")
 	runNode(t, cmd)
@@ -92,7 +99,7 @@ type jsControl struct {
 }
 
 func startJSControl(t *testing.T, ctx context.Context) *jsControl {
-	secret := []byte(fmt.Sprintf("js-secret-%d", time.Now().UnixNano()))
+	secret := []byte(fmt.Sprintf("js-client-test-secret-%020d", time.Now().UnixNano()))
 	g := startGateway(t, append(withRedis(t), "--jwt-secret", string(secret), "--jwt-audience", "vsg-e2e", "--jwt-issuer", "e2e",
 		"--cors-origins", "*")...)
 	c := &jsControl{t: t, g: &authGateway{gateway: g, secret: secret}, writes: map[string]context.CancelFunc{},
@@ -169,7 +176,7 @@ func (c *jsControl) routes(ctx context.Context) http.Handler {
 func (c *jsControl) token(ttl time.Duration, scope string) (string, error) {
 	now := time.Now()
 	cl := &auth.Claims{RegisteredClaims: jwt.RegisteredClaims{Subject: "js", Audience: jwt.ClaimStrings{"vsg-e2e"}, Issuer: "e2e",
-		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), IssuedAt: jwt.NewNumericDate(now)}, Scope: scope}
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), IssuedAt: jwt.NewNumericDate(now)}, Streams: []string{"*"}, Tables: []string{"*"}, Scope: scope}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, cl).SignedString(c.g.secret)
 }
 

@@ -112,22 +112,28 @@ function wsEnd(code, bye, full) {
 
 // diagnose finds out why a WebSocket was refused: a browser hides the
 // HTTP answer of a failed handshake. The SSE endpoint makes the same checks
-// (stream, cursor, token) and answers them in JSON; it is asked without
-// the subscriber, for which a cursor would count as an ack.
+// (stream, cursor, token, subscriber) and answers them in JSON. The cursor
+// is checked without the subscriber (for which presenting a cursor would
+// count as an ack), the subscriber without the cursor.
 async function diagnose(c) {
-  const ctl = new AbortController();
   const q = c.startQuery();
+  const sub = q.get('subscriber');
   q.delete('subscriber');
-  try {
-    const r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(c.options.stream)}/sse?${q}`,
-      { headers: c.headers(), signal: ctl.signal });
-    if (!r.ok) return { error: await httpError(r) };
-    return { error: networkError('the WebSocket handshake failed, though the stream can be read') };
-  } catch (e) {
-    return { error: networkError(e) };
-  } finally {
-    ctl.abort(); // a successful SSE response would stream on
+  const probes = [q];
+  if (sub) probes.push(new URLSearchParams({ subscriber: sub }));
+  for (const p of probes) {
+    const ctl = new AbortController();
+    try {
+      const r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(c.options.stream)}/sse?${p}`,
+        { headers: c.headers(), signal: ctl.signal });
+      if (!r.ok) return { error: await httpError(r) };
+    } catch (e) {
+      return { error: networkError(e) };
+    } finally {
+      ctl.abort(); // a successful SSE response would stream on
+    }
   }
+  return { error: networkError('the WebSocket handshake failed, though the stream can be read') };
 }
 
 // ---- SSE through fetch (headers can carry the token)
