@@ -129,6 +129,7 @@ export class StreamClient {
       const { value, done } = await this.next();
       if (done) return;
       await fn(value);
+      this.commit(); // fn is done with it: commit now, not at the next arrival
     }
   }
 
@@ -187,21 +188,25 @@ export class StreamClient {
     if (!this.#ack.timer) this.#ack.timer = setTimeout(() => { this.#ack.timer = 0; this.#flushAck(); }, this.#o.ackInterval);
   }
 
-  #flushAck() {
+  // #flushAck sends the latest wanted ack. While one is in flight it
+  // waits for it, then sends the newer one if there is one: close() relies
+  // on the last cursor leaving, not just the one already on its way.
+  async #flushAck() {
     const a = this.#ack;
-    if (a.flushing || !a.want || a.want === a.sent) return a.flushing || Promise.resolve();
+    while (a.flushing) await a.flushing;
+    if (!a.want || a.want === a.sent) return;
     const c = a.want;
-    a.flushing = (async () => {
-      try {
-        if (this.#conn && this.#conn.send && this.#conn.send({ ack: c })) a.sent = c;
-        else { await this.#postAck(c); a.sent = c; }
-      } catch (e) {
-        this.#emit('error', e); // the next ack carries the position on
-      } finally {
-        a.flushing = null;
-      }
-    })();
-    return a.flushing;
+    // Settled through .then, so that a.flushing is set before it is
+    // cleared even when the ack goes out synchronously on the WebSocket.
+    const p = this.#sendAck(c).then(() => { a.sent = c; }, (e) => { this.#emit('error', e); }) // the next ack carries the position on
+      .finally(() => { if (a.flushing === p) a.flushing = null; });
+    a.flushing = p;
+    await p;
+  }
+
+  async #sendAck(c) {
+    if (this.#conn && this.#conn.send && this.#conn.send({ ack: c })) return;
+    await this.#postAck(c);
   }
 
   async #postAck(c) {
@@ -234,8 +239,13 @@ export class StreamClient {
   async #run() {
     if (this.#closed) return;
     const o = this.#o;
-    this.#resume = o.cursor || (await this.#store.get(this.#key)) || '';
+    const stored = (await this.#store.get(this.#key)) || '';
+    this.#resume = o.cursor || stored;
     this.#committed = this.#resume;
+    // A cursor given to the client is where the application starts: saved
+    // at once, so that a restart before the first commit starts there too
+    // rather than at the live end.
+    if (this.#resume !== stored) await this.#store.set(this.#key, this.#resume);
     let unauthorized = 0;
     while (!this.#closed) {
       await this.#room();

@@ -225,14 +225,21 @@ function eventsource(c) {
 // ---- HTTP long-poll
 
 async function poll(c) {
-  const ctl = new AbortController();
-  c.setConn({ abort: () => ctl.abort() });
+  // One controller per request: a signal shared by every request of a
+  // long session would collect one listener per fetch.
+  let ctl = null;
+  let stopped = false;
+  const conn = { abort: () => { stopped = true; if (ctl) ctl.abort(); } };
+  c.setConn(conn);
   const o = c.options;
   let cursor = '';
   let txn = [];
   for (;;) {
     await c.room();
-    if (c.closed) return {};
+    if (c.closed || stopped) return {};
+    // A token about to expire is renewed between requests, not after a 401.
+    if (c.tokenExp && c.tokenExp * 1000 - Date.now() < 5000) await c.freshToken();
+    ctl = new AbortController();
     const q = cursor ? new URLSearchParams({ cursor }) : c.startQuery();
     q.set('wait', o.pollWait);
     q.set('limit', String(o.pollLimit));
@@ -245,7 +252,7 @@ async function poll(c) {
     } catch (e) {
       return c.closed ? {} : { error: e.status !== undefined ? e : networkError(e) };
     }
-    c.opened({ abort: () => ctl.abort() });
+    c.opened(conn);
     txn = pollPage(c, page, txn);
     if (page.next_cursor) cursor = page.next_cursor;
   }

@@ -1,17 +1,18 @@
 // The client against a real gateway on the local Vitess cluster (see
 // helpers.js): every transport, named subscribers, errors, back-pressure,
 // token expiry, a gateway SIGKILL and restart, a reshard.
-import { test } from 'node:test';
+import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { StreamClient, StreamError, MemoryStore } from '../src/index.js';
-import { Reader, WebSocket, ctl, exactlyOnce, gateway, insert, newStream, skip, token } from './helpers.js';
+import { Reader, WebSocket, ctl, exactlyOnce, gateway, insert, newStream, closeAll, rows, skip, token, track, until, writer } from './helpers.js';
 
 const TRANSPORTS = ['ws', 'sse', 'poll'];
+afterEach(closeAll); // a failed test leaves no client reading
 const opts = (stream, extra) => ({ url: gateway, stream, WebSocket, getToken: () => token(), pollWait: '5s', ...extra });
 
 test('every transport hands over whole transactions, in order, each once', { skip }, async () => {
   const s = await newStream('js-txn');
-  const readers = TRANSPORTS.map((transport) => new Reader(new StreamClient(opts(s.name, { transport, cursor: s.cursor })), 'txn'));
+  const readers = TRANSPORTS.map((transport) => new Reader(track(new StreamClient(opts(s.name, { transport, cursor: s.cursor }))), 'txn'));
   await insert('txn', 12, 1);
   const want = await insert('txn', 30, 5);
   for (const r of readers) await r.until(want);
@@ -30,13 +31,13 @@ test('a named subscriber resumes where its acks left it, through any transport',
   for (const [i, transport] of TRANSPORTS.entries()) {
     const phase = `named${i}`;
     const sub = `js.sub-${transport}`; // the token's sub is js
-    const first = new Reader(new StreamClient(opts(s.name, { transport, cursor: s.cursor, subscriber: sub, ackInterval: 20 })), phase);
+    const first = new Reader(track(new StreamClient(opts(s.name, { transport, cursor: s.cursor, subscriber: sub, ackInterval: 20 }))), phase);
     const want1 = await insert(phase, 10);
     await first.until(want1);
     await first.client.close(); // sends the pending ack
     const more = await insert(phase, 10);
     // A new client, no cursor of its own: it starts from the subscriber's.
-    const second = new Reader(new StreamClient(opts(s.name, { transport, subscriber: sub })), phase);
+    const second = new Reader(track(new StreamClient(opts(s.name, { transport, subscriber: sub }))), phase);
     const want2 = more.slice(want1.length);
     await second.until(want2);
     exactlyOnce(first.rows, want1, `${transport} before`);
@@ -48,7 +49,7 @@ test('a named subscriber resumes where its acks left it, through any transport',
 test('the cursor store keeps what the application finished with', { skip }, async () => {
   const s = await newStream('js-store');
   const store = new MemoryStore();
-  const c1 = new StreamClient(opts(s.name, { cursor: s.cursor, cursorStore: store, storeKey: 'k' }));
+  const c1 = track(new StreamClient(opts(s.name, { cursor: s.cursor, cursorStore: store, storeKey: 'k' })));
   const want = await insert('store', 6, 3);
   const first = await c1.next();
   assert.equal(store.get('k'), s.cursor, 'nothing committed before the application asks for more');
@@ -57,7 +58,7 @@ test('the cursor store keeps what the application finished with', { skip }, asyn
   await c1.close();
   // A new client from the store gets the second transaction again: it was
   // handed over but never committed.
-  const c2 = new StreamClient(opts(s.name, { cursorStore: store, storeKey: 'k' }));
+  const c2 = track(new StreamClient(opts(s.name, { cursorStore: store, storeKey: 'k' })));
   const again = await c2.next();
   assert.deepEqual(again.value.changes.map((e) => e.after.email), second.value.changes.map((e) => e.after.email));
   assert.deepEqual(second.value.changes.map((e) => e.after.email), want.slice(3));
@@ -66,12 +67,12 @@ test('the cursor store keeps what the application finished with', { skip }, asyn
 
 test('refusals come as typed errors, on every transport', { skip }, async () => {
   for (const transport of TRANSPORTS) {
-    const missing = new StreamClient(opts('no-such-stream', { transport }));
+    const missing = track(new StreamClient(opts('no-such-stream', { transport })));
     await assert.rejects(missing.next(), (e) => e instanceof StreamError && e.status === 404 && e.code === 'stream_not_found' && !e.retryable, transport);
     const s = await newStream('js-err');
-    const bad = new StreamClient(opts(s.name, { transport, cursor: 'not-a-cursor' }));
+    const bad = track(new StreamClient(opts(s.name, { transport, cursor: 'not-a-cursor' })));
     await assert.rejects(bad.next(), (e) => e.status === 400 && e.code === 'invalid_cursor', transport);
-    const anon = new StreamClient(opts(s.name, { transport, getToken: undefined }));
+    const anon = track(new StreamClient(opts(s.name, { transport, getToken: undefined })));
     await assert.rejects(anon.next(), (e) => e.status === 401 && e.code === 'unauthorized', transport);
     assert.equal(anon.state, 'closed');
   }
@@ -80,7 +81,7 @@ test('refusals come as typed errors, on every transport', { skip }, async () => 
 test('an application slower than the stream loses nothing (the queue pauses reading)', { skip }, async () => {
   const s = await newStream('js-slow');
   const readers = TRANSPORTS.map((transport) => {
-    const c = new StreamClient(opts(s.name, { transport, cursor: s.cursor, maxQueue: 4 }));
+    const c = track(new StreamClient(opts(s.name, { transport, cursor: s.cursor, maxQueue: 4 })));
     const r = new Reader(c, 'slow');
     const take = r.take.bind(r);
     r.take = async (txn) => { take(txn); await new Promise((res) => { setTimeout(res, 5); }); };
@@ -100,34 +101,40 @@ test('tokens that expire: getToken again, nothing lost or repeated', { skip }, a
   const readers = TRANSPORTS.map((transport) => {
     calls.set(transport, 0);
     const getToken = () => { calls.set(transport, calls.get(transport) + 1); return token('3s'); };
-    return new Reader(new StreamClient(opts(s.name, { transport, cursor: s.cursor, getToken })), 'tok');
+    return new Reader(track(new StreamClient(opts(s.name, { transport, cursor: s.cursor, getToken }))), 'tok');
   });
-  await ctl('POST', '/writer/start?phase=tok');
-  await new Promise((res) => { setTimeout(res, 8000); }); // past two expiries
-  const want = (await ctl('POST', '/writer/stop?phase=tok')).rows;
+  await writer('start', 'tok');
+  // Tokens live 3 s: wait until every client has fetched its third, then
+  // stop writing and check what they read across the expiries.
+  await until(() => TRANSPORTS.every((t) => calls.get(t) >= 3), 30000, () => `getToken calls: ${[...calls]}`);
+  const want = await writer('stop', 'tok');
   for (const [i, r] of readers.entries()) {
     await r.until(want);
     assert.deepEqual(r.rows, want, TRANSPORTS[i]);
-    assert.ok(calls.get(TRANSPORTS[i]) >= 3, `${TRANSPORTS[i]}: getToken called ${calls.get(TRANSPORTS[i])} times`);
     await r.client.close();
   }
 });
 
-test('a gateway SIGKILLed and restarted: every row exactly once', { skip }, async () => {
+test('a gateway SIGKILLed and restarted: every row exactly once', { skip }, async (t) => {
+  let written = 0;
+  const waitRows = (n) => until(() => written >= n, 30000, () => `${written} rows written, waiting for ${n}`);
+  const count = setInterval(() => { rows('kill').then((r) => { written = r.length; }, () => {}); }, 100);
+  t.after(() => clearInterval(count));
   const s = await newStream('js-kill');
   const states = new Map(TRANSPORTS.map((t) => [t, []]));
   const readers = TRANSPORTS.map((transport) => {
-    const c = new StreamClient(opts(s.name, { transport, cursor: s.cursor, backoffMax: 2000 }));
+    const c = track(new StreamClient(opts(s.name, { transport, cursor: s.cursor, backoffMax: 2000 })));
     c.on('state', (st) => states.get(transport).push(st));
     return new Reader(c, 'kill');
   });
-  await ctl('POST', '/writer/start?phase=kill');
-  await readers[0].until(await ctl('GET', '/rows?phase=kill').then((b) => b.rows.slice(0, 20)));
+  await writer('start', 'kill');
+  await readers[0].until((await rows('kill')).slice(0, 20));
   await ctl('POST', '/gateway/kill');
-  await new Promise((res) => { setTimeout(res, 1500); }); // rows written while it is down
+  const atKill = (await rows('kill')).length;
+  await waitRows(atKill + 25); // rows written while it is down
   await ctl('POST', '/gateway/start');
-  await new Promise((res) => { setTimeout(res, 1500); });
-  const want = (await ctl('POST', '/writer/stop?phase=kill')).rows;
+  await waitRows(atKill + 50);
+  const want = await writer('stop', 'kill');
   for (const [i, r] of readers.entries()) {
     await r.until(want);
     assert.deepEqual(r.rows, want, TRANSPORTS[i]);
@@ -140,15 +147,15 @@ test('a reshard 0 → -80,80- and back: every row exactly once, reshard events t
   const s = await newStream('js-reshard');
   const reshards = new Map(TRANSPORTS.map((t) => [t, []]));
   const readers = TRANSPORTS.map((transport) => {
-    const c = new StreamClient(opts(s.name, { transport, cursor: s.cursor }));
+    const c = track(new StreamClient(opts(s.name, { transport, cursor: s.cursor })));
     c.on('reshard', (e) => reshards.get(transport).push(`${e.from.join(',')}>${e.to.join(',')}`));
     return new Reader(c, 'resh');
   });
-  await ctl('POST', '/writer/start?phase=resh');
+  await writer('start', 'resh');
   const wf = `js${process.pid}`;
   await ctl('POST', `/reshard?workflow=${wf}a&from=0&to=-80,80-`);
   await ctl('POST', `/reshard?workflow=${wf}b&from=-80,80-&to=0`);
-  const want = (await ctl('POST', '/writer/stop?phase=resh')).rows;
+  const want = await writer('stop', 'resh');
   for (const [i, r] of readers.entries()) {
     await r.until(want, 120000);
     exactlyOnce(r.rows, want, TRANSPORTS[i]); // across shards: no one order

@@ -54,9 +54,28 @@ async function liveCursor(stream) {
   throw new Error(`no cursor for ${stream}`);
 }
 
-/** insert writes n rows of phase, per_txn rows per transaction; returns every row of the phase so far. */
-export async function insert(phase, n, perTxn = 1) {
-  return (await ctl('POST', `/insert?phase=${phase}&n=${n}&per_txn=${perTxn}`)).rows;
+/**
+ * phase names a group of rows for this run of the tests: the control
+ * server keeps every row it wrote, and a second run against it must not
+ * expect the first run's rows.
+ */
+export function phase(name) {
+  return `${name}${process.pid}`;
+}
+
+/** insert writes n rows of a phase, per_txn rows per transaction; returns every row of the phase so far. */
+export async function insert(name, n, perTxn = 1) {
+  return (await ctl('POST', `/insert?phase=${phase(name)}&n=${n}&per_txn=${perTxn}`)).rows;
+}
+
+/** writer starts (or stops, returning the phase's rows) the control server's steady writer: a row every 20 ms. */
+export async function writer(action, name) {
+  return (await ctl('POST', `/writer/${action}?phase=${phase(name)}`)).rows || [];
+}
+
+/** rows returns the rows of a phase written so far. */
+export async function rows(name) {
+  return (await ctl('GET', `/rows?phase=${phase(name)}`)).rows || [];
 }
 
 /**
@@ -64,9 +83,9 @@ export async function insert(phase, n, perTxn = 1) {
  * transaction, until it has every one of want.
  */
 export class Reader {
-  constructor(client, phase) {
+  constructor(client, name) {
     this.client = client;
-    this.mark = `-${phase}-`;
+    this.mark = `-${phase(name)}-`;
     this.rows = [];
     this.txns = [];
     this.control = [];
@@ -111,4 +130,27 @@ export function exactlyOnce(got, want, what) {
   const repeated = [...seen].filter(([, n]) => n > 1).map(([r]) => r);
   const extra = got.filter((r) => !want.includes(r));
   assert.deepEqual({ missing, repeated, extra }, { missing: [], repeated: [], extra: [] }, what);
+}
+
+/** until polls cond every 50 ms until it holds, failing with what() after timeout ms. */
+export async function until(cond, timeout, what) {
+  const deadline = Date.now() + timeout;
+  while (!cond()) {
+    assert.ok(Date.now() < deadline, `timed out: ${what()}`);
+    await new Promise((res) => { setTimeout(res, 50); });
+  }
+}
+
+const open = new Set();
+
+/** track registers a client for closeAll. */
+export function track(client) {
+  open.add(client);
+  return client;
+}
+
+/** closeAll closes every tracked client: run after each test, so that a failure leaves none reading. */
+export async function closeAll() {
+  await Promise.all([...open].map((c) => c.close()));
+  open.clear();
 }

@@ -37,3 +37,9 @@ test('malformed JSON is a SyntaxError on both paths', () => {
     assert.throws(() => parseJSON(t), SyntaxError, t);
   }
 });
+
+test('a data string that starts with the marker character survives a mapped parse', () => {
+  const t = '{"s":"\\u0001x","t":"\\u00011234567890123456789","n":1234567890123456789}';
+  assert.deepEqual(parseJSON(t, BigInt), { s: '\u0001x', t: '\u00011234567890123456789', n: 1234567890123456789n });
+  assert.deepEqual(parseJSON(t), { s: '\u0001x', t: '\u00011234567890123456789', n: '1234567890123456789' });
+});
