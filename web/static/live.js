@@ -1,106 +1,35 @@
 // The stream page's live table: the live changes of one stream over SSE or
-// WebSocket. The cursor after the last whole transaction shown is kept in
-// localStorage per stream, so a reload resumes exactly where the page was.
+// WebSocket, read with the gateway's JavaScript client (clients/js, served
+// at vendor/vsg-client/): the page keeps no protocol of its own. The
+// client hands over whole transactions only and saves the cursor after
+// each one the page has shown in localStorage (per stream), so a reload
+// resumes exactly where the page was.
 //
 // Live first: a stream that starts with a snapshot is read here from the
 // live end (start=now), so changes show within a second whatever the table
 // size; its current rows load beside the table, in pages (current.js).
-import { $, apiURL, apiError, el, getJSON, token } from './api.js';
+import { StreamClient, localStorageStore } from './vendor/vsg-client/index.js';
+import { $, el, getJSON, token } from './api.js';
 
 const page = new URLSearchParams(location.search);
 const MAX_ROWS = 500;
-const ACK_EVERY = 250;
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/; // stream and subscriber names
-const TYPES = ['change', 'reshard', 'resync', 'snapshot_complete', 'ddl', 'heartbeat'];
+const store = localStorageStore(); // keys vsg.cursor.<stream>
 
 const st = {
   stream: '', transport: 'sse', subscriber: '',
   defs: new Map(),  // stream definitions by name
   onStream: () => {}, // told when the page switches to another stream
-  conn: null,       // the EventSource or WebSocket
-  gen: 0,           // bumped per connection; callbacks of an old one are ignored
-  cursor: '',       // cursor after the last whole transaction received
-  pending: '',      // cursor of the transaction still arriving
-  acked: '',        // last cursor acked over this WebSocket
-  bye: null,        // the WebSocket disconnect message, if the gateway sent one
-  connToken: null,  // the token the open connection was made with
-  paused: false, retry: 0, timer: 0, ackTimer: 0, changes: 0,
+  client: null,     // the StreamClient reading the stream
+  paused: false, changes: 0,
 };
-
-// ---- HTTP helpers
-
-// streamURL is where the live table reads. Browsers cannot set headers on
-// EventSource, so the token travels there as the access_token query
-// parameter; a WebSocket carries it as a subprotocol instead (wsProtocols).
-function streamURL(kind) {
-  const def = st.defs.get(st.stream);
-  const u = apiURL(`v1/streams/${encodeURIComponent(st.stream)}/${kind}`, {
-    cursor: st.cursor, subscriber: st.subscriber,
-    start: def && def.start === 'snapshot' ? 'now' : '',
-    access_token: kind === 'sse' ? token() : '',
-  });
-  if (kind === 'ws') u.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  return u.href;
-}
-
-function wsProtocols() {
-  const t = token();
-  return t ? ['vsg.v1', `bearer.${t}`] : ['vsg.v1'];
-}
-
-// Integers past 2^53 arrive with exact digits; keep their text where the
-// browser exposes it (JSON.parse source text access) instead of rounding.
-class Big { constructor(s) { this.s = s; } toString() { return this.s; } toJSON() { return this.s; } }
-function reviver(_k, v, ctx) {
-  return typeof v === 'number' && !Number.isSafeInteger(v) && ctx && /^-?\d+$/.test(ctx.source || '')
-    ? new Big(ctx.source) : v;
-}
 
 // ---- cursor
 
-const storeKey = () => `vsg.cursor.${st.stream}`;
-function loadCursor() {
-  try { st.cursor = localStorage.getItem(storeKey()) || ''; } catch { st.cursor = ''; }
-  st.pending = '';
-  showCursor();
-}
+const cursor = () => store.get(st.stream);
 function forgetCursor() {
-  st.cursor = st.pending = '';
-  try { localStorage.removeItem(storeKey()); } catch { /* storage disabled */ }
+  store.delete(st.stream);
   showCursor();
-}
-
-// commit records that the transaction ending at cursor c was received whole.
-function commit(c) {
-  if (!c) return;
-  if (c === st.pending) st.pending = '';
-  if (c === st.cursor) return;
-  st.cursor = c;
-  try { localStorage.setItem(storeKey(), c); } catch { /* storage disabled */ }
-  showCursor();
-  // A named WebSocket subscriber confirms the transactions it rendered. An
-  // ack covers everything before it and each one is a store write on the
-  // gateway, so acks go at most every ACK_EVERY ms, always for the latest.
-  if (st.transport === 'ws' && st.subscriber && !st.ackTimer) st.ackTimer = setTimeout(sendAck, ACK_EVERY);
-}
-
-function sendAck() {
-  st.ackTimer = 0;
-  const ws = st.conn;
-  if (ws instanceof WebSocket && ws.readyState === WebSocket.OPEN && st.cursor !== st.acked) {
-    ws.send(JSON.stringify({ ack: st.cursor }));
-    st.acked = st.cursor;
-  }
-}
-
-// dropPending removes the rows of a transaction cut off by a disconnect: the
-// gateway sends that whole transaction again after the resume.
-function dropPending() {
-  if (st.pending && st.pending !== st.cursor) {
-    document.querySelectorAll(`#changes tr[data-cursor="${CSS.escape(st.pending)}"]`).forEach((tr) => tr.remove());
-    updateCount();
-  }
-  st.pending = '';
 }
 
 // ---- connection
@@ -111,153 +40,64 @@ function connect() {
   st.paused = false;
   $('pause').disabled = false;
   $('pause').textContent = 'Pause';
-  setState(st.retry ? 'reconnecting' : 'connecting');
-  (st.transport === 'ws' ? openWS : openSSE)(++st.gen);
+  const def = st.defs.get(st.stream);
+  const c = st.client = new StreamClient({
+    url: new URL('.', location.href).href, // relative: works behind a path prefix
+    stream: st.stream,
+    transport: st.transport,
+    subscriber: st.subscriber || undefined,
+    cursorStore: store,
+    storeKey: st.stream,
+    start: def && def.start === 'snapshot' ? 'now' : undefined,
+    getToken: () => token(),
+  });
+  c.on('state', (state, detail) => { if (c === st.client && state !== 'closed') setState(state, detail); });
+  c.on('heartbeat', () => { if (c === st.client) showCursor(); });
+  c.on('disconnect', (bye) => {
+    if (c === st.client && bye.code === 4008) {
+      notice('warn', 'The gateway dropped this page for reading too slowly; resumed from the last whole transaction.');
+    }
+  });
+  c.subscribe((txn) => {
+    if (c !== st.client) return;
+    for (const ev of txn.events) handle(ev);
+    c.commit(); // shown: saved now, so the cursor below is the one a reload resumes from
+    showCursor();
+  }).then(() => {}, (e) => { if (c === st.client) failed(e); });
 }
 
 function disconnect() {
-  clearTimeout(st.timer);
-  if (st.ackTimer) { clearTimeout(st.ackTimer); sendAck(); }
-  if (st.conn) {
-    st.gen++;
-    st.conn.close();
-    st.conn = null;
-  }
-  dropPending();
+  const c = st.client;
+  st.client = null;
+  if (c) c.close(); // sends the pending ack; the cursor is already saved
 }
 
-function openSSE(gen) {
-  const es = st.conn = new EventSource(streamURL('sse'));
-  st.connToken = token();
-  es.onopen = () => { if (gen === st.gen) { st.retry = 0; setState('connected'); } };
-  for (const type of TYPES) {
-    es.addEventListener(type, (e) => {
-      if (gen !== st.gen) return;
-      handle(JSON.parse(e.data, reviver));
-      // The gateway puts id: only on the last event of a transaction (and on
-      // heartbeats), so lastEventId is always a whole-transaction cursor.
-      commit(e.lastEventId);
-    });
-  }
-  // At the token's exp the gateway ends the stream with token_expired: left
-  // alone, EventSource would reconnect with the expired token and be refused.
-  es.addEventListener('token_expired', (e) => {
-    if (gen !== st.gen) return;
-    es.close();
-    st.conn = null;
-    dropPending();
-    commit(JSON.parse(e.data).cursor || e.lastEventId);
-    tokenExpired();
-  });
-  // "error" is both the gateway's final error event (it has data) and the
-  // EventSource's own connection error (it has none).
-  es.addEventListener('error', (e) => {
-    if (gen !== st.gen) return;
-    if (e.data) {
-      const d = JSON.parse(e.data);
-      notice('error', `Stream failed (${d.code}): ${d.message}. Retrying…`);
-      return;
-    }
-    dropPending();
-    if (es.readyState === EventSource.CLOSED) diagnose(gen);
-    else setState('reconnecting'); // the browser retries with Last-Event-ID itself
-  });
-}
-
-function openWS(gen) {
-  const ws = st.conn = new WebSocket(streamURL('ws'), wsProtocols());
-  st.connToken = token();
-  let opened = false;
-  st.acked = '';
-  st.bye = null;
-  ws.onopen = () => { if (gen === st.gen) { opened = true; st.retry = 0; setState('connected'); } };
-  ws.onmessage = (m) => {
-    if (gen !== st.gen) return;
-    const ev = JSON.parse(m.data, reviver);
-    if (ev.type === 'disconnect') { st.bye = ev; return; }
-    // The last event of a transaction carries txn_end: the transaction is
-    // whole. A message with another cursor, or a heartbeat, shows it too.
-    if (st.pending && ev.cursor !== st.pending) commit(st.pending);
-    handle(ev);
-    if (ev.txn_end || ev.type === 'heartbeat') commit(ev.cursor);
-  };
-  ws.onclose = () => {
-    if (gen !== st.gen) return;
-    st.conn = null;
-    const bye = st.bye;
-    // The disconnect cursor is that of the last whole transaction written:
-    // if it is the pending one, that transaction arrived whole.
-    if (bye && bye.cursor === st.pending) st.pending = '';
-    dropPending();
-    if (bye && bye.cursor) commit(bye.cursor);
-    if (!bye) {
-      if (opened) retryLater();
-      else diagnose(gen);
-      return;
-    }
-    switch (bye.code) {
-      case 4008: notice('warn', 'The gateway dropped this page for reading too slowly; resumed from the last whole transaction.'); retryLater(0); break;
-      case 4001: retryLater(1000); break; // gateway shutting down: another replica takes over
-      case 4010: tokenExpired(); break;
-      default: notice('error', `Disconnected (${bye.reason}): ${bye.message}. Retrying…`); retryLater();
-    }
-  };
-}
-
-// tokenExpired answers the gateway closing a connection at its token's exp,
-// the cursor kept: with a token pasted since the connection opened, it goes
-// on at once; otherwise it waits, paused, for a fresh token and Resume.
-function tokenExpired() {
-  if (token() && token() !== st.connToken) { retryLater(0); return; }
-  st.paused = true;
-  $('pause').disabled = false;
-  $('pause').textContent = 'Resume';
-  setState('error', 'token expired: paste a fresh token, then Resume');
-}
-
-// diagnose finds out why a connection was refused: browsers hide the HTTP
-// error of a failed EventSource or WebSocket. The SSE endpoint makes the same
-// checks (stream, cursor) for both transports; it is asked without the
-// subscriber, for which an SSE request with a cursor would count as an ack.
-async function diagnose(gen) {
-  setState('reconnecting');
-  // A reload also fails the connection, before pagehide: give the page the
-  // chance to go away rather than probe on its way out.
-  await new Promise((resolve) => { setTimeout(resolve, 300); });
-  if (gen !== st.gen) return;
-  const ctl = new AbortController();
-  const url = apiURL(`v1/streams/${encodeURIComponent(st.stream)}/sse`, { cursor: st.cursor });
-  let err = null;
-  try {
-    const t = token();
-    const r = await fetch(url, { signal: ctl.signal, headers: t ? { Authorization: `Bearer ${t}` } : {} });
-    if (!r.ok) err = apiError(r.status, await r.json().catch(() => null));
-  } catch { /* unreachable: retry below */ }
-  ctl.abort(); // a successful SSE response would stream forever
-  if (gen !== st.gen) return;
-  if (err && err.code === 'invalid_cursor' && st.cursor) {
-    notice('warn', `The saved cursor was refused (${err.message}). Starting over from where the stream starts.`);
+// failed answers an error the client cannot get past by retrying.
+function failed(e) {
+  st.client = null;
+  if (e.code === 'invalid_cursor' && cursor()) {
+    notice('warn', `The saved cursor was refused (${e.message}). Starting over from where the stream starts.`);
     forgetCursor();
     connect();
-  } else if (err && err.status < 500) {
-    setState('error', err.message); // retrying cannot help
-    $('pause').disabled = true;
-  } else {
-    retryLater();
+    return;
   }
-}
-
-function retryLater(delay = Math.min(30000, 1000 * 2 ** st.retry)) {
-  st.retry++;
-  setState('reconnecting', delay ? `in ${Math.round(delay / 1000)} s` : '');
-  clearTimeout(st.timer);
-  st.timer = setTimeout(connect, delay);
+  if (e.status === 401) {
+    // At the token's exp the client asks for a fresh one; the console has
+    // one only when the user pastes it.
+    st.paused = true;
+    $('pause').disabled = false;
+    $('pause').textContent = 'Resume';
+    setState('error', 'token expired: paste a fresh token, then Resume');
+    return;
+  }
+  if (e.cannotContinue) notice('error', `Stream failed (${e.code}): ${e.message}.`);
+  setState('error', e.message); // retrying cannot help
+  $('pause').disabled = true;
 }
 
 // ---- events
 
 function handle(ev) {
-  if (ev.cursor && ev.cursor !== st.cursor) st.pending = ev.cursor;
   switch (ev.type) {
     case 'change':
       st.changes++;
@@ -280,7 +120,7 @@ function handle(ev) {
     case 'ddl':
       addControl(ev, `DDL on ${ev.keyspace || ''}/${ev.shard || ''}: ${ev.statement}`);
       break;
-    // heartbeat: only the cursor moves
+    // moved, blocked: the client follows them; only the cursor moves
   }
 }
 
@@ -288,7 +128,7 @@ function handle(ev) {
 
 function fmt(v) {
   if (v === null || v === undefined) return 'NULL';
-  if (typeof v === 'object' && !(v instanceof Big)) return JSON.stringify(v);
+  if (typeof v === 'object') return JSON.stringify(v);
   return String(v);
 }
 
@@ -389,8 +229,9 @@ function setState(state, detail = '') {
 
 function showCursor() {
   const c = $('cursor');
-  c.textContent = st.cursor ? `…${st.cursor.slice(-16)}` : 'none (stream start)';
-  c.title = st.cursor ? `${st.cursor}\n(click to copy)` : '';
+  const cur = cursor();
+  c.textContent = cur ? `…${cur.slice(-16)}` : 'none (stream start)';
+  c.title = cur ? `${cur}\n(click to copy)` : '';
 }
 
 // ---- controls
@@ -404,7 +245,7 @@ function syncURL() {
 
 function start() {
   syncURL();
-  loadCursor();
+  showCursor();
   connect();
   st.onStream(st.stream, st.defs.get(st.stream));
 }
@@ -416,7 +257,6 @@ $('controls').addEventListener('submit', (e) => {
   st.stream = stream;
   st.transport = document.querySelector('input[name=transport]:checked').value;
   st.subscriber = $('subscriber').value.trim();
-  st.retry = 0;
   start();
 });
 $('stream').addEventListener('change', () => $('controls').requestSubmit());
@@ -440,7 +280,7 @@ $('reset').addEventListener('click', () => {
   if (st.stream) connect();
 });
 $('cursor-copy').addEventListener('click', () => {
-  if (st.cursor && navigator.clipboard) navigator.clipboard.writeText(st.cursor).catch(() => {});
+  if (cursor() && navigator.clipboard) navigator.clipboard.writeText(cursor()).catch(() => {});
 });
 
 // Leaving the page closes the connection first, so its error callbacks do
@@ -498,5 +338,5 @@ export function stopLive() {
 
 // resumeLive reconnects after stopLive, from the saved cursor.
 export function resumeLive() {
-  if (st.stream && !st.paused && !st.conn) connect();
+  if (st.stream && !st.paused && !st.client) connect();
 }
