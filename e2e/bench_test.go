@@ -107,6 +107,8 @@ func TestReplayThroughput(t *testing.T) {
 		{name: "gateway WebSocket batch", run: func() (int, error) { return wsReplay(ctx, g, stream, token, rows, true) }},
 		{name: "gateway WebSocket raw", run: func() (int, error) { return wsRawReplay(ctx, g, stream, token, rows, false) }},
 		{name: "gateway SSE", run: func() (int, error) { return sseReplay(ctx, g, stream, token, rows) }},
+		{name: "JS client (Node) ws", run: func() (int, error) { return jsReplay(ctx, g, stream, token, "ws", rows) }},
+		{name: "JS client (Node) sse", run: func() (int, error) { return jsReplay(ctx, g, stream, token, "sse", rows) }},
 	}
 	var peakRSS int
 	stopRSS := sampleRSS(g, &peakRSS)
@@ -131,10 +133,11 @@ func TestReplayThroughput(t *testing.T) {
 		}
 	}
 	stopRSS()
-	plain, pull, ws, wsb, raw, sse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best
+	plain, pull, ws, wsb, raw, sse, jsws, jssse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best, cs[6].best, cs[7].best
 	t.Logf("RESULT %s, --ring-entries %s", layout, ring)
 	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) ws-batch=%.0f rows/s (%.2fx) ws-raw-client=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
 		rows, plain, pull, pull/plain, ws, ws/plain, wsb, wsb/plain, raw, raw/plain, sse, sse/plain, idleRSS, peakRSS)
+	t.Logf("RESULT js-client-ws=%.0f rows/s (%.2fx) js-client-sse=%.0f rows/s (%.2fx)", jsws, jsws/plain, jssse, jssse/plain)
 }
 
 func measure(t *testing.T, name string, want int, f func() (int, error)) float64 {
