@@ -217,12 +217,23 @@ func TestJSDoc(t *testing.T) {
 // client narrowing Event by type, when a compiler is at hand:
 // TSC=path/to/node_modules/.bin/tsc go test ./clients/js/gen
 func TestTypeScript(t *testing.T) {
+	// The compiler the package's development dependencies install (make
+	// test-deps), or the one TSC names.
 	tsc := os.Getenv("TSC")
 	if tsc == "" {
-		t.Skip("TSC (a TypeScript compiler) not set")
+		tsc = "../node_modules/.bin/tsc"
+		if _, err := os.Stat(tsc); err != nil {
+			t.Skip("no TypeScript compiler: run make test-deps (npm ci in clients/js), or set TSC")
+		}
 	}
-	out, err := exec.Command(tsc, "--noEmit", "--strict", "../src/events.d.ts", "testdata/narrow.ts").CombinedOutput()
+	out, err := exec.Command(tsc, "--noEmit", "--strict", "--target", "es2022", "../src/events.d.ts", "testdata/narrow.ts").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", tsc, err, out)
+	}
+	// And the client's hand-written API (index.d.ts, node.d.ts) as an
+	// application imports it, through the package's exports map.
+	out, err = exec.Command(tsc, "-p", "../test/tsconfig.json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s -p test/tsconfig.json: %v\n%s", tsc, err, out)
 	}
 }
