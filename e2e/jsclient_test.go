@@ -50,7 +50,15 @@ func TestJSClient(t *testing.T) {
 		<-ctx.Done()
 		return
 	}
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-concurrency=1", "--test-reporter=spec", "--test-timeout=300000", "test/")
+	files, err := filepath.Glob(filepath.Join(jsDir, "test", "*.test.js"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no tests in %s/test: %v", jsDir, err)
+	}
+	args := []string{"--test", "--test-concurrency=1", "--test-reporter=spec", "--test-timeout=300000"}
+	for _, f := range files {
+		args = append(args, strings.TrimPrefix(f, jsDir+"/"))
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = jsDir
 	cmd.Env = append(os.Environ(), "VSG_URL="+js.g.url, "VSG_CONTROL="+js.url, "VSG_REQUIRE_GATEWAY=1")
 	t.Run("node", func(t *testing.T) { runNode(t, cmd) })

@@ -5,7 +5,7 @@
 // off, refreshing the token, and telling the control events apart.
 import { StreamError, configError, httpError, networkError } from './errors.js';
 import { MemoryStore } from './stores.js';
-import { transports } from './transports.js';
+import { prime, transports } from './transports.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/; // stream and subscriber names (openapi.yaml Name)
 const DEFAULTS = {
@@ -254,7 +254,7 @@ export class StreamClient {
       let end;
       try {
         await this.#ensureToken(unauthorized > 0);
-        end = await this.#transport(this);
+        end = (!this.#resume && this.#transport !== transports.poll && await prime(this)) || await this.#transport(this);
       } catch (e) {
         end = { error: e instanceof StreamError ? e : networkError(e) };
       }

@@ -224,13 +224,21 @@ function eventsource(c) {
 
 // ---- HTTP long-poll
 
-async function poll(c) {
+// With prime, poll gives a WebSocket or SSE client that has no cursor
+// one before it connects, and returns null. Those transports send none
+// before the first transaction or heartbeat, and a connection that broke
+// before either would be opened again where the stream starts then: the
+// live end has moved on (rows lost), a snapshot starts over, a
+// subscriber's stored cursor is behind what was received (rows again). A
+// pull page without waiting answers at once with the position, and any
+// transactions before it.
+async function poll(c, prime) {
   // One controller per request: a signal shared by every request of a
   // long session would collect one listener per fetch.
   let ctl = null;
   let stopped = false;
   const conn = { abort: () => { stopped = true; if (ctl) ctl.abort(); } };
-  c.setConn(conn);
+  if (!prime) c.setConn(conn);
   const o = c.options;
   let cursor = '';
   let txn = [];
@@ -241,22 +249,25 @@ async function poll(c) {
     if (c.tokenExp && c.tokenExp * 1000 - Date.now() < 5000) await c.freshToken();
     ctl = new AbortController();
     const q = cursor ? new URLSearchParams({ cursor }) : c.startQuery();
-    q.set('wait', o.pollWait);
+    q.set('wait', prime ? '0s' : o.pollWait);
     q.set('limit', String(o.pollLimit));
-    let r;
     let page;
     try {
-      r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(o.stream)}/changes?${q}`, { headers: c.headers(), signal: ctl.signal });
+      const r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(o.stream)}/changes?${q}`, { headers: c.headers(), signal: ctl.signal });
       if (!r.ok) return { error: await httpError(r) };
       page = parse(c, await r.text());
     } catch (e) {
       return c.closed ? {} : { error: e.status !== undefined ? e : networkError(e) };
     }
-    c.opened(conn);
+    if (!prime) c.opened(conn);
     txn = pollPage(c, page, txn);
+    if (prime && c.resumeCursor && !txn.length) return null;
     if (page.next_cursor) cursor = page.next_cursor;
+    else if (prime) return { error: networkError('the gateway does not know the stream\'s position yet') };
   }
 }
+
+export const prime = (c) => poll(c, true);
 
 // pollPage hands over the page's whole transactions and returns the
 // events of one it ends inside (a huge transaction, continued by the next

@@ -4,7 +4,7 @@
 import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { StreamClient, StreamError, MemoryStore } from '../src/index.js';
-import { Reader, WebSocket, ctl, exactlyOnce, gateway, insert, newStream, closeAll, rows, skip, token, track, until, writer } from './helpers.js';
+import { Reader, WebSocket, ctl, exactlyOnce, gateway, insert, newStream, closeAll, Proxy, rows, skip, token, track, until, writer } from './helpers.js';
 
 const TRANSPORTS = ['ws', 'sse', 'poll'];
 afterEach(closeAll); // a failed test leaves no client reading
@@ -43,6 +43,27 @@ test('a named subscriber resumes where its acks left it, through any transport',
     exactlyOnce(first.rows, want1, `${transport} before`);
     exactlyOnce(second.rows, want2, `${transport} after`);
     await second.client.close();
+  }
+});
+
+test('a connection cut before the first transaction resumes where the client started, not at the new live end', { skip }, async (t) => {
+  const s = await newStream('js-cut');
+  const proxy = await Proxy.start();
+  t.after(() => proxy.close());
+  for (const transport of TRANSPORTS) {
+    const c = track(new StreamClient({ ...opts(s.name, { transport }), url: proxy.url, start: 'now', backoffMax: 1000 }));
+    const r = new Reader(c, `cut-${transport}`);
+    await until(() => c.state === 'connected', 20000, () => `${transport}: ${c.state}`);
+    const before = proxy.accepted;
+    proxy.hold();
+    proxy.cut();
+    // Rows written while the client cannot reach the gateway: after "now".
+    const want = await insert(`cut-${transport}`, 10);
+    await until(() => proxy.accepted > before, 20000, () => `${transport}: no reconnect`);
+    proxy.release();
+    await r.until(want, 30000);
+    exactlyOnce(r.rows, want, transport);
+    await c.close();
   }
 });
 

@@ -154,3 +154,42 @@ export async function closeAll() {
   await Promise.all([...open].map((c) => c.close()));
   open.clear();
 }
+
+/**
+ * Proxy forwards TCP connections to the gateway, so that a test can cut
+ * them (as a network failure would) and hold new ones back.
+ */
+export class Proxy {
+  static async start() {
+    const net = await import('node:net');
+    const target = new URL(gateway);
+    const p = new Proxy();
+    p.server = net.createServer((down) => {
+      p.accepted++;
+      p.sockets.add(down);
+      down.on('close', () => p.sockets.delete(down));
+      down.on('error', () => {});
+      const connect = () => {
+        const up = net.connect(Number(target.port), target.hostname);
+        up.on('error', () => down.destroy());
+        down.on('error', () => up.destroy());
+        p.sockets.add(up);
+        up.on('close', () => { p.sockets.delete(up); down.destroy(); });
+        down.on('close', () => up.destroy());
+        down.pipe(up).pipe(down);
+      };
+      if (p.held) p.held.push(connect); else connect();
+    });
+    await new Promise((res) => { p.server.listen(0, '127.0.0.1', res); });
+    p.url = `http://127.0.0.1:${p.server.address().port}`;
+    return p;
+  }
+
+  constructor() { this.sockets = new Set(); this.accepted = 0; this.held = null; }
+  /** cut resets every open connection. */
+  cut() { for (const s of this.sockets) s.destroy(); }
+  /** hold keeps new connections waiting until release. */
+  hold() { this.held = []; }
+  release() { const h = this.held || []; this.held = null; for (const f of h) f(); }
+  close() { this.cut(); this.server.close(); }
+}
