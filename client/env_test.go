@@ -149,6 +149,10 @@ type gateway struct {
 // jwtSecret signs the tokens of gateways started withAuth.
 const jwtSecret = "client-test-secret-0123456789abcdef"
 
+// withAuth are the flags of a gateway that verifies tokens (HS256 with
+// jwtSecret, no leeway: a token is refused as soon as it expires).
+var withAuth = []string{"--jwt-secret", jwtSecret, "--jwt-leeway", "0s", "--jwt-cache-size", "0"}
+
 // startGateway starts a gateway with stream "orders" on customer.customer.
 func startGateway(t *testing.T, flags ...string) *gateway {
 	t.Helper()
@@ -167,7 +171,7 @@ func startGateway(t *testing.T, flags ...string) *gateway {
 	t.Cleanup(func() { g.stop() })
 	admin := ""
 	if g.authOn() {
-		admin = mint(t, "ops", time.Hour, "admin")
+		admin = mint(t, "ops", time.Hour, func(c *auth.Claims) { c.Scope = "admin" })
 	}
 	status, body := g.do(t, "POST", "/v1/streams", admin, `{"name":"orders","keyspace":"customer","tables":["customer"]}`)
 	if status != http.StatusCreated {
@@ -333,15 +337,17 @@ func exactlyOnce(t *testing.T, what string, got, want []int) {
 var errNotYet = errors.New("not yet")
 
 // mint returns an HS256 token for sub, reading every stream and table,
-// valid for ttl, with scope.
-func mint(t testing.TB, sub string, ttl time.Duration, scope string) string {
+// valid for ttl, changed by edit.
+func mint(t testing.TB, sub string, ttl time.Duration, edit func(*auth.Claims)) string {
 	t.Helper()
 	now := time.Now()
 	c := &auth.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), IssuedAt: jwt.NewNumericDate(now)},
 		Streams:          []string{"*"},
 		Tables:           []string{"*"},
-		Scope:            scope,
+	}
+	if edit != nil {
+		edit(c)
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(jwtSecret))
 	if err != nil {
