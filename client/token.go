@@ -15,13 +15,15 @@ import (
 type tokens struct {
 	src TokenSource // nil: no token
 
-	mu  sync.Mutex
-	tok string
-	exp time.Time // zero: unknown (not a JWT, or no exp)
+	mu    sync.Mutex
+	tok   string
+	exp   time.Time     // zero: unknown (not a JWT, or no exp)
+	ahead time.Duration // how long before exp the token is replaced
 }
 
-// refreshAhead is how long before its exp a token is replaced: a
-// connection opened with a token that expires at once is closed at once.
+// refreshAhead is how long before its exp a token is replaced: a fifth of
+// its lifetime (exp - iat), at most 30 s (30 s when the token has no
+// iat). A connection opened with a token about to expire is closed soon.
 const refreshAhead = 30 * time.Second
 
 // get returns the token to present; fresh asks the source for a new one
@@ -32,40 +34,51 @@ func (t *tokens) get(ctx context.Context, fresh bool) (string, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.tok != "" && !fresh && (t.exp.IsZero() || time.Until(t.exp) > refreshAhead) {
+	if t.tok != "" && !fresh && (t.exp.IsZero() || time.Until(t.exp) > t.ahead) {
 		return t.tok, nil
 	}
 	tok, err := t.src(ctx)
 	if err != nil {
 		return "", fmt.Errorf("token source: %w", err)
 	}
-	t.tok, t.exp = tok, jwtExp(tok)
+	t.tok = tok
+	var iat time.Time
+	t.exp, iat = jwtTimes(tok)
+	t.ahead = refreshAhead
+	if !iat.IsZero() && t.exp.After(iat) {
+		t.ahead = min(refreshAhead, t.exp.Sub(iat)/5)
+	}
 	return tok, nil
 }
 
-// expiry is the cached token's exp (zero: unknown).
-func (t *tokens) expiry() time.Time {
+// expiry is the cached token's exp (zero: unknown), and how long before
+// it the token is replaced.
+func (t *tokens) expiry() (time.Time, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.exp
+	return t.exp, t.ahead
 }
 
-// jwtExp reads a JWT's exp without verifying the token: it is only used
-// to replace the token before the gateway refuses it.
-func jwtExp(token string) time.Time {
+// jwtTimes reads a JWT's exp and iat without verifying the token: they
+// are only used to replace the token before the gateway refuses it.
+func jwtTimes(token string) (exp, iat time.Time) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return time.Time{}
+		return
 	}
 	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
 	if err != nil {
-		return time.Time{}
+		return
 	}
 	var claims struct {
-		Exp float64 `json:"exp"`
+		Exp, Iat float64
 	}
 	if json.Unmarshal(b, &claims) != nil || claims.Exp <= 0 {
-		return time.Time{}
+		return
 	}
-	return time.Unix(int64(claims.Exp), 0)
+	exp = time.Unix(int64(claims.Exp), 0)
+	if claims.Iat > 0 {
+		iat = time.Unix(int64(claims.Iat), 0)
+	}
+	return exp, iat
 }

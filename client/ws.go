@@ -180,17 +180,16 @@ func (c *Client) wsEnded(ctx context.Context, err error, bye *disconnect, asm *a
 // opened with expires (the gateway closes it at exp otherwise, 4010).
 // The returned stop waits for the refresher to end.
 func (c *Client) refreshWS(ctx context.Context, conn *websocket.Conn) func() {
-	if c.tokens.src == nil || c.tokens.expiry().IsZero() {
+	if exp, _ := c.tokens.expiry(); c.tokens.src == nil || exp.IsZero() {
 		return func() {}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		exp := c.tokens.expiry()
+		exp, ahead := c.tokens.expiry()
 		for {
-			left := time.Until(exp)
-			if wait.Sleep(ctx, left-min(refreshAhead, left/5)) != nil {
+			if wait.Sleep(ctx, time.Until(exp)-ahead) != nil {
 				return
 			}
 			tok, err := c.tokens.get(ctx, true)
@@ -198,7 +197,8 @@ func (c *Client) refreshWS(ctx context.Context, conn *websocket.Conn) func() {
 				c.log.Warn("token refresh failed; the gateway closes the connection at the token's expiry", "err", err)
 				return
 			}
-			next := c.tokens.expiry()
+			var next time.Time
+			next, ahead = c.tokens.expiry()
 			if err := wsSend(ctx, conn, map[string]string{"refresh": tok}); err != nil || !next.After(exp) {
 				return // a token that does not last longer: reconnect at exp
 			}
