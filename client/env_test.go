@@ -355,3 +355,20 @@ func mint(t testing.TB, sub string, ttl time.Duration, edit func(*auth.Claims)) 
 	}
 	return s
 }
+
+// metric is the value of one sample of the gateway's /metrics (name with
+// its labels, as exposed), 0 when absent.
+func metric(t *testing.T, g *gateway, sample string) float64 {
+	t.Helper()
+	status, body := g.do(t, "GET", "/metrics", "", "")
+	if status != http.StatusOK {
+		t.Fatalf("/metrics: %d", status)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
