@@ -20,6 +20,7 @@ type proxy struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]bool
 	accepted int
+	held     chan struct{} // while not nil, new connections wait for it
 	wg       sync.WaitGroup
 }
 
@@ -34,6 +35,12 @@ func newProxy(t *testing.T, target string) *proxy {
 	go p.serve()
 	t.Cleanup(func() {
 		l.Close()
+		p.mu.Lock()
+		if p.held != nil {
+			close(p.held)
+			p.held = nil
+		}
+		p.mu.Unlock()
 		p.cut()
 		p.wg.Wait()
 	})
@@ -49,6 +56,13 @@ func (p *proxy) serve() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		p.accepted++
+		held := p.held
+		p.mu.Unlock()
+		if held != nil {
+			<-held
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			down.Close()
@@ -56,7 +70,6 @@ func (p *proxy) serve() {
 		}
 		p.mu.Lock()
 		p.conns[down], p.conns[up] = true, true
-		p.accepted++
 		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(down, up)
@@ -91,6 +104,20 @@ func (p *proxy) cut() int {
 		c.Close()
 	}
 	return len(p.conns) / 2
+}
+
+// hold makes new connections wait until release.
+func (p *proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = make(chan struct{})
+}
+
+func (p *proxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	close(p.held)
+	p.held = nil
 }
 
 // connections is how many connections the proxy has accepted.
@@ -155,5 +182,28 @@ func TestCutMidStream(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A client that has received nothing yet when its connection breaks
+// reconnects from the stream's position when it was dialled, not from
+// wherever "now" is then: rows written while it was away are not lost.
+func TestCutBeforeFirstTransaction(t *testing.T) {
+	g := startGateway(t)
+	p := newProxy(t, g.addr)
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			c := dial(t, p.url(), client.WithTransport(tr), client.WithStart("now"), client.WithPoll(time.Second, 100))
+			conns := p.connections()
+			p.hold()
+			p.cut()
+			before := len(g.log.written())
+			g.log.append(10)
+			wait.For(t, "the client to reconnect", 30*time.Second, func() bool { return p.connections() > conns })
+			p.release()
+			want := g.log.written()[before:]
+			got, _ := readRows(t, c, want)
+			exactlyOnce(t, tr.String(), got, want)
+		})
 	}
 }

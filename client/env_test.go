@@ -28,9 +28,11 @@ import (
 
 // The tests run the whole gateway (server.New, as the binary builds it)
 // on an embedded store, over a fake vtgate that serves a fake binlog: one
-// shard of keyspace customer, transaction n inserting customer n and
-// ending at MariaDB/0-1-n. Every VStream call, whatever its position,
-// gets the transactions after it, then those appended later.
+// shard of keyspace customer, transaction n ending at MariaDB/0-1-n and
+// inserting customers with ids counting up from first+1 (one per
+// transaction but for those appendTxn makes). Every VStream call,
+// whatever its position, gets the transactions after it, then those
+// appended later.
 
 const ks = "customer"
 
@@ -44,36 +46,54 @@ const first = 10
 
 type binlog struct {
 	mu      sync.Mutex
-	last    int // position after the last transaction
+	txns    [][]int // the row ids of transaction first+1+i
 	changed chan struct{}
 }
 
-func newBinlog() *binlog { return &binlog{last: first, changed: make(chan struct{})} }
+func newBinlog() *binlog { return &binlog{changed: make(chan struct{})} }
 
 // append adds n one-row transactions.
 func (b *binlog) append(n int) {
+	for range n {
+		b.appendTxn(1)
+	}
+}
+
+// appendTxn adds a transaction of rows rows. vtgate streams one of more
+// than a row as it does a chunked transaction: a response per row.
+func (b *binlog) appendTxn(rows int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.last += n
+	id := first
+	if n := len(b.txns); n > 0 {
+		id = b.txns[n-1][len(b.txns[n-1])-1]
+	}
+	txn := make([]int, rows)
+	for i := range txn {
+		txn[i] = id + 1 + i
+	}
+	b.txns = append(b.txns, txn)
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
 
-// written returns the rows (customer ids) appended so far.
+// written returns the rows (customer ids) appended so far, in order.
 func (b *binlog) written() []int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var ids []int
-	for n := first + 1; n <= b.last; n++ {
-		ids = append(ids, n)
+	for _, txn := range b.txns {
+		ids = append(ids, txn...)
 	}
 	return ids
 }
 
-func (b *binlog) state() (int, chan struct{}) {
+// state returns the position after the last transaction, its
+// transactions, and what is closed when one is appended.
+func (b *binlog) state() (int, [][]int, chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.last, b.changed
+	return first + len(b.txns), b.txns, b.changed
 }
 
 // serve answers every VStream call of fake until ctx ends.
@@ -98,7 +118,7 @@ func (b *binlog) answer(ctx context.Context, call *fakevtgate.Call) {
 	if len(sg) != 1 || sg[0].Gtid == "" {
 		return
 	}
-	last, changed := b.state()
+	last, txns, changed := b.state()
 	from := last
 	if g := sg[0].Gtid; g != "current" {
 		n, err := strconv.Atoi(g[strings.LastIndexByte(g, '-')+1:])
@@ -114,11 +134,8 @@ func (b *binlog) answer(ctx context.Context, call *fakevtgate.Call) {
 	}
 	for {
 		for n := from + 1; n <= last; n++ {
-			txn := s0.Txn(time.Now().Unix(), at(n), s0.Insert("customer", time.Now().Unix(), []string{strconv.Itoa(n), fmt.Sprintf("c%d@x", n)}))
-			if field != nil {
-				txn, field = append([]*binlogdatapb.VEvent{field}, txn...), nil
-			}
-			batches = append(batches, txn)
+			batches = append(batches, txnBatches(n, txns[n-first-1], field)...)
+			field = nil
 		}
 		if len(batches) > 0 && !call.TryAnswer(fakevtgate.Script{Open: true, Batches: batches}) {
 			return
@@ -126,13 +143,35 @@ func (b *binlog) answer(ctx context.Context, call *fakevtgate.Call) {
 		batches, from = nil, last
 		select {
 		case <-changed:
-			last, changed = b.state()
+			last, txns, changed = b.state()
 		case <-call.Done():
 			return
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// txnBatches are the responses of transaction n: one, or for more than a
+// row a response per row, as vtgate streams a chunked transaction. field
+// (if not nil) goes first.
+func txnBatches(n int, ids []int, field *binlogdatapb.VEvent) [][]*binlogdatapb.VEvent {
+	ts := time.Now().Unix()
+	insert := func(id int) *binlogdatapb.VEvent {
+		return s0.Insert("customer", ts, []string{strconv.Itoa(id), fmt.Sprintf("c%d@x", id)})
+	}
+	head := []*binlogdatapb.VEvent{s0.Begin(ts)}
+	if field != nil {
+		head = append([]*binlogdatapb.VEvent{field}, head...)
+	}
+	if len(ids) == 1 {
+		return [][]*binlogdatapb.VEvent{append(head, insert(ids[0]), s0.Pos(at(n)), s0.Commit(ts))}
+	}
+	out := [][]*binlogdatapb.VEvent{head}
+	for _, id := range ids {
+		out = append(out, []*binlogdatapb.VEvent{insert(id)})
+	}
+	return append(out, []*binlogdatapb.VEvent{s0.Pos(at(n)), s0.Commit(ts)})
 }
 
 // gateway is a running gateway over a fake vtgate and binlog.

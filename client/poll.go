@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -21,12 +22,23 @@ type page struct {
 	UpToDate   bool        `json:"up_to_date"`
 }
 
+// errNoPosition: a reader starting at "now" asked before vtgate told the
+// gateway where that is (a 200 without a cursor); ask again later.
+var errNoPosition = errors.New("the gateway does not know the stream's position yet")
+
 // poll long-polls /changes until a request fails, and says why. Each
 // request presents the last next_cursor (for a named subscriber with
 // subscriber= too, so that it finds the subscription it parked and its
 // bridge spools). The first asks without waiting, so that Dial learns at
 // once that the stream can be read.
-func (c *Client) poll(ctx context.Context, tok string) error {
+//
+// With untilCursor it returns nil as soon as the client has a cursor
+// outside a transaction: what a WebSocket or SSE client without one asks
+// first. Those transports send no cursor before the first transaction or
+// heartbeat, and a connection that broke before either would be opened
+// again where the stream starts then ("now" has moved on, a snapshot
+// starts over, a subscriber's stored cursor is behind what was received).
+func (c *Client) poll(ctx context.Context, tok string, untilCursor bool) error {
 	var asm assembler
 	cursor := c.resume
 	for first := true; ; first = false {
@@ -36,7 +48,7 @@ func (c *Client) poll(ctx context.Context, tok string) error {
 			q.Del("start")
 		}
 		wait := c.o.pollWait
-		if first {
+		if first || untilCursor {
 			wait = 0
 		}
 		q.Set("wait", wait.String())
@@ -45,12 +57,20 @@ func (c *Client) poll(ctx context.Context, tok string) error {
 		if err != nil {
 			return err
 		}
-		c.opened()
+		if !untilCursor {
+			c.opened()
+		}
 		if err := c.pollPage(ctx, &asm, p); err != nil {
 			return err
 		}
 		if p.NextCursor != "" {
 			cursor = p.NextCursor
+		}
+		if untilCursor && c.resume != "" && !asm.pending() {
+			return nil
+		}
+		if untilCursor && cursor == "" {
+			return errNoPosition
 		}
 		// A token about to expire is replaced between requests.
 		if tok, err = c.tokens.get(ctx, false); err != nil {

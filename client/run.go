@@ -114,11 +114,16 @@ func (c *Client) connect(ctx context.Context, freshToken bool) error {
 	if err != nil {
 		return err
 	}
-	switch c.o.transport {
-	case SSE:
+	if c.o.transport == Poll {
+		return c.poll(ctx, tok, false)
+	}
+	if c.resume == "" {
+		if err := c.poll(ctx, tok, true); err != nil {
+			return err
+		}
+	}
+	if c.o.transport == SSE {
 		return c.sse(ctx, tok)
-	case Poll:
-		return c.poll(ctx, tok)
 	}
 	return c.websocket(ctx, tok)
 }
