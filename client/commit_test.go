@@ -198,3 +198,31 @@ func TestSlowConsumer(t *testing.T) {
 		t.Errorf("%d WebSocket handshakes: the client did not reconnect after 4008", n)
 	}
 }
+
+// An ack the gateway refuses (a cursor it did not mint) is dropped, not
+// sent again; a WebSocket it closed for it (4000) is reopened from the
+// cursor. Reading goes on, nothing lost or repeated.
+func TestForeignAck(t *testing.T) {
+	g := startGateway(t)
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			rt := &counting{}
+			c := dial(t, g.url, client.WithTransport(tr), client.WithStart("now"), client.WithSubscriber("foreign-"+tr.String()),
+				client.WithAckInterval(0), client.WithHTTPClient(&http.Client{Transport: rt}))
+			before := len(g.log.written())
+			g.log.append(5)
+			got, _ := readRows(t, c, g.log.written()[before:])
+			opened := rt.count("/ws")
+			c.Ack("1forged")
+			switch tr {
+			case client.WebSocket:
+				wait.For(t, "the WebSocket closed for the ack to be reopened", 30*time.Second, func() bool { return rt.count("/ws") > opened })
+			default:
+				wait.For(t, "the ack to be posted", 30*time.Second, func() bool { return rt.count("/ack") > 0 })
+			}
+			g.log.append(5)
+			more, _ := readRows(t, c, g.log.written()[before+5:])
+			exactlyOnce(t, tr.String(), append(got, more...), g.log.written()[before:])
+		})
+	}
+}

@@ -43,9 +43,13 @@ func (c *Client) websocket(ctx context.Context, tok string) error {
 	q.Set("batch", "txn")
 	h := http.Header{}
 	c.authorize(h, tok)
+	dog, rctx, stopDog := newWatchdog(ctx, c.o.idleTimeout)
+	defer stopDog()
 	dctx, cancel := context.WithTimeout(ctx, wsHandshakeTimeout)
 	conn, resp, err := websocket.Dial(dctx, "ws"+strings.TrimPrefix(c.endpoint("ws", q), "http"),
-		&websocket.DialOptions{HTTPClient: c.o.http, HTTPHeader: h, Subprotocols: []string{"vsg.v1"}})
+		&websocket.DialOptions{HTTPClient: c.o.http, HTTPHeader: h, Subprotocols: []string{"vsg.v1"},
+			// The gateway's pings (every 15 s) count as life too.
+			OnPingReceived: func(context.Context, []byte) bool { dog.touch(); return true }})
 	cancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -56,8 +60,8 @@ func (c *Client) websocket(ctx context.Context, tok string) error {
 	defer conn.CloseNow()
 	conn.SetReadLimit(wsReadLimit)
 	c.opened()
+	dog.touch()
 
-	dog, rctx, stopDog := newWatchdog(ctx, c.o.idleTimeout)
 	c.acks.setWS(func(ctx context.Context, cursor string) error {
 		return wsSend(ctx, conn, map[string]string{"ack": cursor})
 	})
@@ -156,11 +160,12 @@ func (c *Client) wsEnded(ctx context.Context, err error, bye *disconnect, asm *a
 	what := fmt.Errorf("closed %d %s: %s", bye.Code, bye.Reason, bye.Message)
 	switch bye.Code {
 	case 4000:
-		status := http.StatusBadRequest
-		if bye.Reason == "subscriber_scope_mismatch" {
-			status = http.StatusConflict
-		}
-		return &Error{Status: status, Code: bye.Reason, Message: bye.Message}
+		// A message of the client's was refused: an ack of a cursor the
+		// gateway does not take (Ack with a foreign cursor), which is not
+		// sent again. A subscriber whose scope no longer fits is refused
+		// again at the handshake, for good.
+		c.log.Error("the gateway refused a message of the client's", "reason", bye.Reason, "message", bye.Message)
+		return what
 	case 4001:
 		return fmt.Errorf("%w (%w)", errShutdown, what)
 	case 4003, 4010:
