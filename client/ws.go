@@ -66,7 +66,13 @@ func (c *Client) websocket(ctx context.Context, tok string) error {
 		return wsSend(ctx, conn, map[string]string{"ack": cursor})
 	})
 	stopRefresh := c.refreshWS(rctx, conn)
+	// Reads take a context that never ends, and the connection is closed
+	// when rctx ends instead: coder/websocket arms and disarms a watcher
+	// of a read's context per message, which would cost more than
+	// decoding the message.
+	unwatch := context.AfterFunc(rctx, func() { conn.CloseNow() })
 	err = cause(rctx, c.readWS(rctx, conn, dog))
+	unwatch()
 	c.acks.setWS(nil)
 	stopDog() // ends rctx, and so the refresher
 	stopRefresh()
@@ -80,7 +86,8 @@ func wsSend(ctx context.Context, conn *websocket.Conn, msg map[string]string) er
 	return conn.Write(ctx, websocket.MessageText, b)
 }
 
-// readWS reads messages until the connection ends.
+// readWS reads messages until the connection ends (closed when ctx
+// ends).
 func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog) error {
 	var (
 		asm assembler
@@ -88,7 +95,7 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 		buf bytes.Buffer
 	)
 	for {
-		_, r, err := conn.Reader(ctx)
+		_, r, err := conn.Reader(context.Background())
 		if err == nil {
 			buf.Reset()
 			_, err = buf.ReadFrom(r)
