@@ -40,7 +40,11 @@
 // transaction received, and the transactions queued for the application
 // are kept. Reconnects wait a full-jitter backoff (0.5 s, doubling up to
 // 20 s) unless the gateway said to come back at once. There is never more
-// than one connection per Client.
+// than one connection per Client. A WebSocket or SSE client that has no
+// cursor yet (none given, none stored) first asks a pull page for one:
+// those transports send none before the first transaction or heartbeat,
+// and a connection that broke before either could not be resumed
+// exactly.
 //
 // # Transports
 //
