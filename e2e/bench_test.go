@@ -23,6 +23,8 @@ import (
 	vtgatepb "vitess.io/vitess/go/vt/proto/vtgate"
 	_ "vitess.io/vitess/go/vt/vtgate/grpcvtgateconn"
 	"vitess.io/vitess/go/vt/vtgate/vtgateconn"
+
+	vsgclient "github.com/vstream-gateway/vstream-gateway/client"
 )
 
 // TestReplayThroughput replays N rows from a saved cursor through a plain
@@ -107,6 +109,9 @@ func TestReplayThroughput(t *testing.T) {
 		{name: "gateway WebSocket batch", run: func() (int, error) { return wsReplay(ctx, g, stream, token, rows, true) }},
 		{name: "gateway WebSocket raw", run: func() (int, error) { return wsRawReplay(ctx, g, stream, token, rows, false) }},
 		{name: "gateway SSE", run: func() (int, error) { return sseReplay(ctx, g, stream, token, rows) }},
+		{name: "Go client WebSocket", run: func() (int, error) { return goClientReplay(ctx, g, stream, token, rows, vsgclient.WebSocket) }},
+		{name: "Go client SSE", run: func() (int, error) { return goClientReplay(ctx, g, stream, token, rows, vsgclient.SSE) }},
+		{name: "Go client poll", run: func() (int, error) { return goClientReplay(ctx, g, stream, token, rows, vsgclient.Poll) }},
 		{name: "JS client (Node) ws", run: func() (int, error) { return jsReplay(ctx, g, stream, token, "ws", rows) }},
 		{name: "JS client (Node) sse", run: func() (int, error) { return jsReplay(ctx, g, stream, token, "sse", rows) }},
 	}
@@ -133,11 +138,14 @@ func TestReplayThroughput(t *testing.T) {
 		}
 	}
 	stopRSS()
-	plain, pull, ws, wsb, raw, sse, jsws, jssse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best, cs[6].best, cs[7].best
+	plain, pull, ws, wsb, raw, sse := cs[0].best, cs[1].best, cs[2].best, cs[3].best, cs[4].best, cs[5].best
+	gows, gosse, gopoll, jsws, jssse := cs[6].best, cs[7].best, cs[8].best, cs[9].best, cs[10].best
 	t.Logf("RESULT %s, --ring-entries %s", layout, ring)
 	t.Logf("RESULT rows=%d plain=%.0f rows/s pull=%.0f rows/s (%.2fx) ws=%.0f rows/s (%.2fx) ws-batch=%.0f rows/s (%.2fx) ws-raw-client=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx) gateway RSS idle=%d KiB peak=%d KiB",
 		rows, plain, pull, pull/plain, ws, ws/plain, wsb, wsb/plain, raw, raw/plain, sse, sse/plain, idleRSS, peakRSS)
-	t.Logf("RESULT js-client-ws=%.0f rows/s (%.2fx) js-client-sse=%.0f rows/s (%.2fx)", jsws, jsws/plain, jssse, jssse/plain)
+	t.Logf("RESULT Go client (every event decoded into its type): ws=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx) poll=%.0f rows/s (%.2fx)",
+		gows, gows/plain, gosse, gosse/plain, gopoll, gopoll/plain)
+	t.Logf("RESULT JS client (Node 20, every event parsed): ws=%.0f rows/s (%.2fx) sse=%.0f rows/s (%.2fx)", jsws, jsws/plain, jssse, jssse/plain)
 }
 
 func measure(t *testing.T, name string, want int, f func() (int, error)) float64 {
@@ -441,6 +449,31 @@ func wsRawReplay(ctx context.Context, g *gateway, stream, cursor string, want in
 			return n, fmt.Errorf("closed by the gateway: %q", payload)
 		case 0x0, 0x1:
 			n += bytes.Count(payload, change)
+		}
+	}
+	return n, nil
+}
+
+// goClientReplay reads with the Go client (package client), which decodes
+// every event into its Go type and hands over whole transactions: what an
+// application using it gets, JSON decoding included.
+func goClientReplay(ctx context.Context, g *gateway, stream, cursor string, want int, tr vsgclient.Transport) (int, error) {
+	c, err := vsgclient.Dial(ctx, g.url, stream, vsgclient.WithCursor(cursor), vsgclient.WithTransport(tr),
+		vsgclient.WithPoll(5*time.Second, 10000))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	n := 0
+	for n < want {
+		txn, err := c.Next(ctx)
+		if err != nil {
+			return n, err
+		}
+		for _, e := range txn.Events {
+			if _, ok := e.(*vsgclient.Change); ok {
+				n++
+			}
 		}
 	}
 	return n, nil

@@ -197,6 +197,25 @@ func (s *Server) Call(t testing.TB, i int) *Call {
 	}
 }
 
+// WaitCall waits for the i-th VStream call (0-based) until ctx ends: for a
+// test that serves every call as it comes, for as long as it runs (Call
+// fails the test after Timeout).
+func (s *Server) WaitCall(ctx context.Context, i int) (*Call, error) {
+	for {
+		s.mu.Lock()
+		calls, changed := s.calls, s.changed
+		s.mu.Unlock()
+		if i < len(calls) {
+			return calls[i], nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // VStream implements vtgateservice: it answers with the next script.
 func (s *Server) VStream(req *vtgatepb.VStreamRequest, stream vtgateservicepb.Vitess_VStreamServer) error {
 	ctx := stream.Context()
