@@ -193,3 +193,14 @@ export class Proxy {
   release() { const h = this.held || []; this.held = null; for (const f of h) f(); }
   close() { this.cut(); this.server.close(); }
 }
+
+/** waitWritten waits until the steady writer has written at least n rows of a phase. */
+export async function waitWritten(name, n, timeout = 30000) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const have = (await rows(name)).length;
+    if (have >= n) return have;
+    assert.ok(Date.now() < deadline, `${have} rows of ${name} written, waiting for ${n}`);
+    await new Promise((res) => { setTimeout(res, 50); });
+  }
+}
