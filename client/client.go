@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type Client struct {
 	// last whole transaction received (the connection goroutine's own).
 	resume string
 	seq    uint64
+	// dec decodes what the connections read, and body holds a pull page
+	// (the connection goroutine's own).
+	dec  decoder
+	body bytes.Buffer
 
 	mu        sync.Mutex // guards what follows, and orders Saves
 	handed    *Txn       // handed to the application, not committed
