@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,9 @@ type Client struct {
 	err       error
 	// stop ends the connection goroutine and the acker; closed is
 	// closed by Close.
+	// lastErr is why the last connection ended (an error), for a Dial
+	// that gives up.
+	lastErr   atomic.Value
 	stop      context.CancelFunc
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -116,6 +120,9 @@ func Dial(ctx context.Context, baseURL, stream string, opts ...Option) (*Client,
 		err = c.err
 	case <-ctx.Done():
 		err = ctx.Err()
+		if last, ok := c.lastErr.Load().(error); ok {
+			err = fmt.Errorf("%w (the last attempt: %v)", err, last)
+		}
 	}
 	c.Close()
 	return nil, err
