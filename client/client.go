@@ -67,6 +67,10 @@ type Client struct {
 	later     string     // a position received after handed, committed with it
 }
 
+// failure wraps an error for an atomic.Value, which takes one concrete
+// type only.
+type failure struct{ err error }
+
 // item is a whole transaction, or a position the stream moved to without
 // one (a heartbeat, a page whose rows the token's scope withheld).
 type item struct {
@@ -120,8 +124,8 @@ func Dial(ctx context.Context, baseURL, stream string, opts ...Option) (*Client,
 		err = c.err
 	case <-ctx.Done():
 		err = ctx.Err()
-		if last, ok := c.lastErr.Load().(error); ok {
-			err = fmt.Errorf("%w (the last attempt: %v)", err, last)
+		if last, ok := c.lastErr.Load().(failure); ok {
+			err = fmt.Errorf("%w (the last attempt: %v)", err, last.err)
 		}
 	}
 	c.Close()

@@ -57,7 +57,7 @@ func (c *Client) run(ctx context.Context) {
 		}
 		return struct{}{}, c.after(err, &st)
 	}, backoff.WithBackOff(c.bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, d time.Duration) {
-		c.lastErr.Store(err)
+		c.lastErr.Store(failure{err})
 		c.log.Info("reconnecting", "after", d.Round(time.Millisecond), "cursor_kept", c.resume != "", "reason", err)
 	}))
 	if ctx.Err() == nil {
