@@ -109,7 +109,7 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 		if err != nil {
 			return fmt.Errorf("a message that is not JSON: %w", err)
 		}
-		if i := skipSpace(msg, 0); i < len(msg) && msg[i] == '[' {
+		if start := skipSpace(msg, 0); start < len(msg) && msg[start] == '[' {
 			for i := range evs {
 				if err := c.wsEvent(ctx, &asm, &evs[i], dog); err != nil {
 					return err
