@@ -107,6 +107,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 60s ./server/
 	$(GO) test -run '^$$' -fuzz FuzzTokenHeader -fuzztime 30s ./server/
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./auth/
+	$(GO) test -run '^$$' -fuzz FuzzDecoder -fuzztime 30s ./client/
 
 # The demo runs with authentication on: a secret is generated once into
 # $(DEMO_DATA)/jwt-secret and a ready admin token is printed.

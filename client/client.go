@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,6 +42,9 @@ type Client struct {
 	err       error
 	// stop ends the connection goroutine and the acker; closed is
 	// closed by Close.
+	// lastErr is why the last connection ended (an error), for a Dial
+	// that gives up.
+	lastErr   atomic.Value
 	stop      context.CancelFunc
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -50,6 +55,10 @@ type Client struct {
 	// last whole transaction received (the connection goroutine's own).
 	resume string
 	seq    uint64
+	// dec decodes what the connections read, and body holds a pull page
+	// (the connection goroutine's own).
+	dec  decoder
+	body bytes.Buffer
 
 	mu        sync.Mutex // guards what follows, and orders Saves
 	handed    *Txn       // handed to the application, not committed
@@ -57,6 +66,10 @@ type Client struct {
 	committed string     // the last cursor committed
 	later     string     // a position received after handed, committed with it
 }
+
+// failure wraps an error for an atomic.Value, which takes one concrete
+// type only.
+type failure struct{ err error }
 
 // item is a whole transaction, or a position the stream moved to without
 // one (a heartbeat, a page whose rows the token's scope withheld).
@@ -111,6 +124,9 @@ func Dial(ctx context.Context, baseURL, stream string, opts ...Option) (*Client,
 		err = c.err
 	case <-ctx.Done():
 		err = ctx.Err()
+		if last, ok := c.lastErr.Load().(failure); ok {
+			err = fmt.Errorf("%w (the last attempt: %v)", err, last.err)
+		}
 	}
 	c.Close()
 	return nil, err

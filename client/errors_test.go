@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,5 +111,16 @@ func TestDialOptions(t *testing.T) {
 	}
 	if _, err := client.Dial(context.Background(), "http://127.0.0.1:1", "a/b"); !errors.Is(err, client.ErrOption) {
 		t.Errorf("stream a/b: %v, want ErrOption", err)
+	}
+}
+
+// A gateway that cannot be reached makes Dial retry until its context
+// ends, and say why it could not connect.
+func TestDialUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := client.Dial(ctx, "http://127.0.0.1:1", "orders", quiet(), client.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("Dial of a closed port: %v", err)
 	}
 }

@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -95,11 +93,11 @@ func (c *Client) fetchPage(ctx context.Context, tok string, q url.Values, timeou
 	if resp.StatusCode != http.StatusOK {
 		return nil, readError(resp)
 	}
-	var p page
-	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-		return nil, fmt.Errorf("a page that is not JSON: %w", err)
+	c.body.Reset()
+	if _, err := c.body.ReadFrom(resp.Body); err != nil {
+		return nil, err
 	}
-	return &p, nil
+	return c.dec.page(c.body.Bytes())
 }
 
 // pollPage delivers a page's whole transactions. A transaction ends where

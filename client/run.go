@@ -25,10 +25,6 @@ var (
 	// Another replica (or the same, restarted) takes over: reconnect
 	// after a short random wait.
 	errShutdown = errors.New("the gateway is shutting down")
-	// errSpoolGone: the named subscriber's bridge spool was freed under
-	// the reader (409 spool_gone); its stored cursor is past it. Reconnect
-	// as the subscriber without a cursor.
-	errSpoolGone = errors.New("the subscriber's spool is gone: resuming from its stored cursor")
 )
 
 // shutdownJitter spreads the reconnects of the clients a gateway shutting
@@ -53,15 +49,15 @@ func now(cause error) error { return &retryIn{cause: cause} }
 func (c *Client) run(ctx context.Context) {
 	defer close(c.ran)
 	defer close(c.items)
-	refused := 0 // consecutive 401s
+	var st runState
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := c.connect(ctx, refused > 0)
+		err := c.connect(ctx, st.fresh)
 		if ctx.Err() != nil {
 			return struct{}{}, backoff.Permanent(ctx.Err())
 		}
-		next := c.after(err, &refused)
-		return struct{}{}, next
+		return struct{}{}, c.after(err, &st)
 	}, backoff.WithBackOff(c.bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, d time.Duration) {
+		c.lastErr.Store(failure{err})
 		c.log.Info("reconnecting", "after", d.Round(time.Millisecond), "cursor_kept", c.resume != "", "reason", err)
 	}))
 	if ctx.Err() == nil {
@@ -70,32 +66,42 @@ func (c *Client) run(ctx context.Context) {
 	}
 }
 
+// runState is what one connection's end tells the next.
+type runState struct {
+	refused int  // consecutive 401s
+	fresh   bool // ask the token source again, whatever the token's exp
+}
+
 // after decides what follows a connection's end: nil never (a connection
 // only ends with a reason), backoff.Permanent for the end of the client,
 // retryIn for a reconnect after a given wait, the error itself for a
 // reconnect after the backoff.
-func (c *Client) after(err error, refused *int) error {
+func (c *Client) after(err error, st *runState) error {
 	var e *Error
+	st.fresh = false
 	if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
-		*refused = 0
+		st.refused = 0
 	}
 	switch {
-	case errors.Is(err, errTokenExpired), errors.Is(err, errSlow):
+	case errors.Is(err, errTokenExpired):
+		st.fresh = true
+		return now(err)
+	case errors.Is(err, errSlow):
 		return now(err)
 	case errors.Is(err, errShutdown):
 		return &retryIn{cause: err, after: backoff.RetryAfterError{Duration: rand.N(shutdownJitter)}}
-	case errors.Is(err, errSpoolGone) && c.o.subscriber != "":
-		c.resume = ""
-		return now(err)
 	case errors.As(err, &e) && e.Code == "spool_gone" && c.o.subscriber != "":
+		// The subscriber's bridge spool was freed under the reader; its
+		// stored cursor is past it: read on from there.
 		c.resume = ""
 		return now(err)
 	case errors.As(err, &e) && e.Status == http.StatusUnauthorized:
-		*refused++
-		if *refused > 1 || c.tokens.src == nil {
+		st.refused++
+		if st.refused > 1 || c.tokens.src == nil {
 			return backoff.Permanent(err)
 		}
-		return now(err) // with a fresh token
+		st.fresh = true
+		return now(err)
 	case errors.As(err, &e) && e.retryable():
 		if e.RetryAfter > 0 {
 			return &retryIn{cause: err, after: backoff.RetryAfterError{Duration: e.RetryAfter}}

@@ -133,7 +133,7 @@ func (c *Client) sseEvent(ctx context.Context, asm *assembler, m *sseMessage, do
 		return &Error{Status: http.StatusBadGateway, Code: e.Code, Message: e.Message}
 	}
 	var w wireEvent
-	if err := json.Unmarshal(m.data, &w); err != nil {
+	if err := c.dec.event(m.data, &w); err != nil {
 		return fmt.Errorf("an event that is not JSON: %w", err)
 	}
 	t, err := asm.add(&w, m.hasID, m.id)

@@ -105,11 +105,11 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 		}
 		dog.touch()
 		msg := buf.Bytes()
-		if len(msg) > 0 && msg[0] == '[' {
-			var evs []wireEvent
-			if err := json.Unmarshal(msg, &evs); err != nil {
-				return fmt.Errorf("a message that is not a transaction: %w", err)
-			}
+		evs, err := c.dec.message(msg)
+		if err != nil {
+			return fmt.Errorf("a message that is not JSON: %w", err)
+		}
+		if start := skipSpace(msg, 0); start < len(msg) && msg[start] == '[' {
 			for i := range evs {
 				if err := c.wsEvent(ctx, &asm, &evs[i], dog); err != nil {
 					return err
@@ -117,11 +117,7 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 			}
 			continue
 		}
-		var w wireEvent
-		if err := json.Unmarshal(msg, &w); err != nil {
-			return fmt.Errorf("a message that is not an event: %w", err)
-		}
-		switch w.Type {
+		switch w := &evs[0]; w.Type {
 		case "heartbeat":
 			if !asm.pending() {
 				err = c.moveTo(ctx, w.Cursor)
@@ -130,7 +126,7 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 			bye = &disconnect{}
 			err = json.Unmarshal(msg, bye)
 		default:
-			err = c.wsEvent(ctx, &asm, &w, dog)
+			err = c.wsEvent(ctx, &asm, w, dog)
 		}
 		if err != nil {
 			return err
