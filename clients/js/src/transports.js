@@ -113,8 +113,8 @@ function wsEnd(code, bye, full) {
 // diagnose finds out why a WebSocket was refused: a browser hides the
 // HTTP answer of a failed handshake. The SSE endpoint makes the same checks
 // (stream, cursor, token, subscriber) and answers them in JSON. The cursor
-// is checked without the subscriber (for which presenting a cursor would
-// count as an ack), the subscriber without the cursor.
+// is checked without the subscriber, the subscriber without the cursor, so
+// that a refusal names which of the two it is about.
 async function diagnose(c) {
   const q = c.startQuery();
   const sub = q.get('subscriber');
