@@ -76,7 +76,7 @@ test-deps:
 	@command -v node >/dev/null 2>&1 || { echo "the JavaScript client's tests need Node.js 20 or later (node, npm)"; exit 1; }
 	@[ -f clients/js/node_modules/.package-lock.json ] && [ clients/js/node_modules/.package-lock.json -nt clients/js/package-lock.json ] || \
 		{ echo "installing the JavaScript client's development packages (npm ci in clients/js)"; npm ci --prefix clients/js --no-audit --no-fund --loglevel=error; }
-	@echo "building the JavaScript client's browser bundle (clients/js/dist)"; npm run --prefix clients/js --silent build >/dev/null
+	@echo "building the JavaScript client's browser bundle (clients/js/dist)"; npm run --prefix clients/js --silent build -- --log-level=warning
 
 # The README's screenshots of the console (docs/console/*.png), taken by its
 # end-to-end tests on the real cluster, so they show what the console really

@@ -43,3 +43,7 @@ test('a data string that starts with the marker character survives a mapped pars
   assert.deepEqual(parseJSON(t, BigInt), { s: '\u0001x', t: '\u00011234567890123456789', n: 1234567890123456789n });
   assert.deepEqual(parseJSON(t), { s: '\u0001x', t: '\u00011234567890123456789', n: '1234567890123456789' });
 });
+
+test('long integers after whitespace take the exact path too', () => {
+  assert.deepEqual(parseJSON('{"a": 12345678901234567890, "b":[\n  -12345678901234567890 ]}'), { a: '12345678901234567890', b: ['-12345678901234567890'] });
+});
