@@ -60,6 +60,7 @@ type Collector struct {
 	firstWait  time.Duration
 	boundWait  bool // firstWait applies
 	waitWhile  func() bool
+	beforeWait func() error
 	noHoldBack bool
 
 	held *hub.Delivery
@@ -309,6 +310,15 @@ func (c *Collector) deadline(start time.Time) (t time.Time, ends bool) {
 // next reads the next transaction, waiting until deadline (zero: until ctx
 // ends). timedOut reports that the deadline passed first.
 func (c *Collector) next(ctx context.Context, deadline time.Time) (d *hub.Delivery, timedOut bool, err error) {
+	if c.beforeWait != nil {
+		d, ok, err := c.feed.TryNext(ctx)
+		if ok || err != nil {
+			return d, false, err
+		}
+		if err := c.beforeWait(); err != nil {
+			return nil, false, err
+		}
+	}
 	if deadline.IsZero() {
 		d, err = c.feed.Next(ctx)
 		return d, false, err

@@ -338,3 +338,34 @@ func TestCollectorNext(t *testing.T) {
 		t.Error("no idle call in 300ms of heartbeats with a 100ms interval")
 	}
 }
+
+// TestBeforeWait: the hook runs when the collector is about to block, and
+// only then: not while transactions are ready, also when the ready ones
+// were passed over (position-only, a heartbeat). A push transport flushes
+// there what it held back expecting more.
+func TestBeforeWait(t *testing.T) {
+	f := newChanFeed()
+	f.txn(2, 10)
+	f.txn(0, 0)
+	f.heartbeat()
+	waits := 0
+	c := NewCollector(f, BeforeWait(func() error {
+		waits++
+		f.txn(1, 10) // what the wait would have waited for
+		return nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := c.Next(ctx)
+	if err != nil || len(d.Events) != 2 || waits != 0 {
+		t.Fatalf("first: %v, %v, %d waits; want the ready transaction and no wait", d, err, waits)
+	}
+	d, err = c.Next(ctx)
+	if err != nil || len(d.Events) != 1 || d.Cursor != "c3" || waits != 1 {
+		t.Fatalf("second: %+v, %v, %d waits; want c3 after one wait, the passed-over ones first", d, err, waits)
+	}
+	failing := NewCollector(newChanFeed(), BeforeWait(func() error { return errors.New("flush failed") }))
+	if _, err := failing.Next(ctx); err == nil || err.Error() != "flush failed" {
+		t.Fatalf("a failing hook: %v", err)
+	}
+}

@@ -53,3 +53,10 @@ func SplitTxns() CollectOption { return func(c *Collector) { c.split = true } }
 // at most its limit of events however large the transaction. Without it
 // (and SplitTxns) a batch ends only where a transaction does.
 func EndInside() CollectOption { return func(c *Collector) { c.endInside = true } }
+
+// BeforeWait makes the collector call f whenever it is about to block for
+// the next transaction (none is ready). A push transport that held back a
+// flush because more was ready flushes there: what was "ready" may have
+// been transactions the collector passes over (position-only, heartbeats),
+// and without it the held bytes would wait for the next heartbeat.
+func BeforeWait(f func() error) CollectOption { return func(c *Collector) { c.beforeWait = f } }

@@ -17,6 +17,10 @@ type sink interface {
 	// heartbeat tells an idle client its cursor (which moves even when the
 	// filter drops every row) and keeps proxies from closing the connection.
 	heartbeat(cursor string) error
+	// flushHeld sends what deliver held back because more was ready: the
+	// pump calls it before it waits (feed.BeforeWait), since the ready
+	// transactions may all have been ones that send nothing.
+	flushHeld() error
 }
 
 // pump copies a subscription into a sink until ctx ends or either side
@@ -28,7 +32,7 @@ func pump(ctx context.Context, s *hub.Subscription, out sink, interval time.Dura
 
 // pumpFeed is pump reading s through f (a WebSocket's feed.Parking).
 func pumpFeed(ctx context.Context, f feed.Reader, s *hub.Subscription, out sink, interval time.Duration) error {
-	c := feed.NewCollector(f, feed.IdleEvery(interval))
+	c := feed.NewCollector(f, feed.IdleEvery(interval), feed.BeforeWait(out.flushHeld))
 	for {
 		d, err := c.Next(ctx)
 		if errors.Is(err, feed.ErrIdle) {

@@ -114,6 +114,8 @@ func (s scopedSink) deliver(d *hub.Delivery, more bool) error {
 	return s.sink.deliver(s.o.apply(d), more)
 }
 
+func (s scopedSink) flushHeld() error { return s.sink.flushHeld() }
+
 // visibleStreams keeps the streams a non-admin token's streams claim
 // covers: listing must not reveal streams a client cannot read.
 func visibleStreams(ctx context.Context, list []*streams.Definition) []*streams.Definition {

@@ -23,6 +23,8 @@ func (r *recordingSink) deliver(d *hub.Delivery, more bool) error {
 
 func (r *recordingSink) heartbeat(string) error { return nil }
 
+func (r *recordingSink) flushHeld() error { return nil }
+
 func change(table string) event.Event {
 	return event.Event{Type: event.TypeChange, Op: event.OpInsert, Keyspace: "customer", Table: table, JSON: []byte(`{"type":"change"`)}
 }

@@ -147,6 +147,13 @@ func (s *sseSink) deliver(d *hub.Delivery, more bool) error {
 	return s.flush()
 }
 
+func (s *sseSink) flushHeld() error {
+	if s.w.Buffered() == 0 {
+		return nil
+	}
+	return s.flush()
+}
+
 func (s *sseSink) heartbeat(cursor string) error {
 	s.last = cursor
 	s.w.WriteString("id: ")

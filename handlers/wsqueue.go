@@ -86,6 +86,10 @@ func (s *wsSink) heartbeat(cursor string) error {
 	return s.push(heartbeatMessage(cursor))
 }
 
+// flushHeld holds nothing: the writer goroutine flushes once its queue is
+// empty.
+func (s *wsSink) flushHeld() error { return nil }
+
 // tryDeliver and tryHeartbeat queue without waiting (the parked writer).
 func (s *wsSink) tryDeliver(d *hub.Delivery) bool {
 	return s.tryPush(wsMessage{txn: d, cursor: d.Cursor, weight: d.Weight()})
