@@ -132,10 +132,10 @@ export function exactlyOnce(got, want, what) {
   assert.deepEqual({ missing, repeated, extra }, { missing: [], repeated: [], extra: [] }, what);
 }
 
-/** until polls cond every 50 ms until it holds, failing with what() after timeout ms. */
+/** until polls cond (which may return a promise) every 50 ms until it holds, failing with what() after timeout ms. */
 export async function until(cond, timeout, what) {
   const deadline = Date.now() + timeout;
-  while (!cond()) {
+  while (!(await cond())) {
     assert.ok(Date.now() < deadline, `timed out: ${what()}`);
     await new Promise((res) => { setTimeout(res, 50); });
   }
@@ -196,11 +196,7 @@ export class Proxy {
 
 /** waitWritten waits until the steady writer has written at least n rows of a phase. */
 export async function waitWritten(name, n, timeout = 30000) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const have = (await rows(name)).length;
-    if (have >= n) return have;
-    assert.ok(Date.now() < deadline, `${have} rows of ${name} written, waiting for ${n}`);
-    await new Promise((res) => { setTimeout(res, 50); });
-  }
+  let have = 0;
+  await until(async () => (have = (await rows(name)).length) >= n, timeout, () => `${have} rows of ${name} written, waiting for ${n}`);
+  return have;
 }
