@@ -52,6 +52,7 @@ func (t *Table) EncodeIn(slab *Slab, op Op, rc *binlogdatapb.RowChange, commitTS
 		Shard:    t.shard,
 		Table:    t.name,
 		JSON:     out,
+		Schema:   t.schema,
 	}, nil
 }
 

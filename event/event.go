@@ -52,6 +52,9 @@ type Event struct {
 	// so that a cursor can be made right after this row: a copy batch
 	// holds thousands of rows, and a page or a message may stop inside it.
 	CopyKey *CopyKey
+	// Schema describes a change event's columns (nil for control events):
+	// other formats re-encode the event from JSON and Schema (DESIGN §3.2).
+	Schema *Schema
 }
 
 // CopyKey is a copy-phase row's primary key as vtgate sends it: the key

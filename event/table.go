@@ -36,6 +36,8 @@ type Table struct {
 	lastPK int
 	// prefix[op] is the event up to and including `"key":`.
 	prefix [numOps][]byte
+	// schema describes the columns for other formats (Event.Schema).
+	schema *Schema
 }
 
 // column is one compiled Field.
@@ -88,6 +90,7 @@ func NewTable(keyspace, shard string, fe *binlogdatapb.FieldEvent, opts Options)
 		return nil, &FieldEventError{Keyspace: keyspace, Table: fe.TableName, Reason: "no table name"}
 	}
 	t := &Table{keyspace: keyspace, shard: shard, name: name, lastPK: -1}
+	t.schema = &Schema{Keyspace: keyspace, Table: name, Columns: make([]Column, 0, len(fe.Fields))}
 	seen := make(map[string]bool, len(fe.Fields))
 	for i, f := range fe.Fields {
 		if f == nil {
@@ -106,6 +109,7 @@ func NewTable(keyspace, shard string, fe *binlogdatapb.FieldEvent, opts Options)
 		c.member = append(c.member, ':')
 		isJSON := opts.IsJSON != nil && opts.IsJSON(name, f.Name)
 		c.enc = compileField(f, isJSON)
+		t.schema.Columns = append(t.schema.Columns, columnOf(f, isJSON))
 		if c.pk {
 			t.lastPK = i
 		}
@@ -148,6 +152,9 @@ func (t *Table) Shard() string { return t.shard }
 
 // Name returns the bare table name the table's events carry.
 func (t *Table) Name() string { return t.name }
+
+// Schema returns the table's columns as other formats need them.
+func (t *Table) Schema() *Schema { return t.schema }
 
 // Columns returns the column names in row order.
 func (t *Table) Columns() []string {

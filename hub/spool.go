@@ -26,6 +26,9 @@ type spoolEntry struct {
 	// a spool keeps the pieces as they came.
 	P bool `json:"p,omitempty"`
 	C bool `json:"c,omitempty"`
+	// X holds the schemas of the entry's change events (event.Schema),
+	// each once, which other formats re-encode them with (DESIGN §3.2).
+	X []json.RawMessage `json:"x,omitempty"`
 }
 
 type spoolEvent struct {
@@ -35,6 +38,7 @@ type spoolEvent struct {
 	S string          `json:"s,omitempty"`
 	N string          `json:"n,omitempty"`
 	J json.RawMessage `json:"j"` // the finished event without cursor
+	X int             `json:"x,omitempty"` // 1 + its schema's index in the entry's X; 0: none
 }
 
 // EncodeSpoolEntry is t as a spool log entry holds it: its position, its
@@ -46,9 +50,27 @@ func EncodeSpoolEntry(t *source.Txn) ([]byte, error) {
 		return nil, err
 	}
 	e := spoolEntry{V: v, TS: t.CommitTS, E: make([]spoolEvent, len(t.Events)), P: t.Partial, C: t.Continued}
+	var schemas map[*event.Schema]int
 	for i := range t.Events {
 		ev := &t.Events[i]
 		e.E[i] = spoolEvent{T: ev.Type, O: ev.Op, K: ev.Keyspace, S: ev.Shard, N: ev.Table, J: ev.AppendJSON(nil, "")}
+		if ev.Schema == nil {
+			continue
+		}
+		x, ok := schemas[ev.Schema]
+		if !ok {
+			b, err := event.MarshalSchema(ev.Schema)
+			if err != nil {
+				return nil, err
+			}
+			if schemas == nil {
+				schemas = make(map[*event.Schema]int)
+			}
+			e.X = append(e.X, b)
+			x = len(e.X)
+			schemas[ev.Schema] = x
+		}
+		e.E[i].X = x
 	}
 	return json.Marshal(&e)
 }
@@ -64,12 +86,24 @@ func DecodeSpoolEntry(b []byte) (*source.Txn, error) {
 		return nil, err
 	}
 	t := &source.Txn{VGtid: v.VGtid(), CommitTS: e.TS, Events: make([]event.Event, len(e.E)), Partial: e.P, Continued: e.C}
+	schemas := make([]*event.Schema, len(e.X))
+	for i, b := range e.X {
+		if schemas[i], err = event.UnmarshalSchema(b); err != nil {
+			return nil, fmt.Errorf("spool: malformed schema: %w", err)
+		}
+	}
 	for i, se := range e.E {
 		j := []byte(se.J)
 		if len(j) == 0 || j[len(j)-1] != '}' {
 			return nil, fmt.Errorf("spool: malformed event")
 		}
+		if se.X < 0 || se.X > len(schemas) {
+			return nil, fmt.Errorf("spool: event %d names schema %d of %d", i, se.X, len(schemas))
+		}
 		t.Events[i] = event.Event{Type: se.T, Op: se.O, Keyspace: se.K, Shard: se.S, Table: se.N, JSON: j[:len(j)-1]}
+		if se.X > 0 {
+			t.Events[i].Schema = schemas[se.X-1]
+		}
 	}
 	return t, nil
 }

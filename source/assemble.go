@@ -245,6 +245,9 @@ func (a *assembler) emit(t *Txn) *Txn {
 		return nil
 	}
 	t.Received = time.Now()
+	if len(t.Events) > 0 {
+		t.encodings = new(Encodings)
+	}
 	a.pos = t.VGtid
 	return t
 }
@@ -383,7 +386,7 @@ func (a *assembler) piece() *Txn {
 	// The newest event stays behind, so that the last piece, the one with
 	// the cursor, always has an event to carry it (txn_end, SSE id:).
 	n := len(c.Events)
-	t := &Txn{Events: c.Events[: n-1 : n-1], CommitTS: c.CommitTS, VGtid: a.pos, Partial: true, Continued: c.Continued, Received: time.Now()}
+	t := &Txn{Events: c.Events[: n-1 : n-1], CommitTS: c.CommitTS, VGtid: a.pos, Partial: true, Continued: c.Continued, Received: time.Now(), encodings: new(Encodings)}
 	last := c.Events[n-1]
 	c.Events = append(make([]event.Event, 0, n), last)
 	c.Continued, a.curBytes = true, len(last.JSON)

@@ -71,6 +71,8 @@ type Txn struct {
 	// Continued marks a piece that follows earlier pieces of the same
 	// transaction (the middle and last pieces of a chunked transaction).
 	Continued bool
+	// encodings caches the events in other formats (Encoded).
+	encodings *Encodings
 }
 
 // Chunked reports whether the transaction is delivered in pieces and this
