@@ -167,21 +167,21 @@ func TestDebeziumValues(t *testing.T) {
 		col  string
 		want any
 	}{
-		{r0, "c_bool", json.Number("1")},                    // INT16
+		{r0, "c_bool", json.Number("1")},                     // INT16
 		{r0, "c_bigint", json.Number("9223372036854775807")}, // INT64
 		{r0, "c_bigint_u", "18446744073709551615"},           // UINT64: a string, as the connector writes it
 		{r0, "c_decimal", "99999999999999999999.9999999999"}, // decimal.handling.mode=string
 		{r0, "c_float", json.Number("3.40282e+38")},
 		{r0, "c_bit1", true},
 		{r1, "c_bit1", false},
-		{r0, "c_bit12", "qgo="},           // b'101010101010' = 0x0aaa, little-endian bytes aa 0a
-		{r0, "c_bit64", "//////////8="},   // eight 0xff bytes
+		{r0, "c_bit12", "qgo="},                // b'101010101010' = 0x0aaa, little-endian bytes aa 0a
+		{r0, "c_bit64", "//////////8="},        // eight 0xff bytes
 		{r0, "c_date", json.Number("2932896")}, // 9999-12-31: days since the epoch
 		{r2, "c_date", nil},                    // 0000-00-00
 		{r0, "c_time", json.Number(itoa((838*3600 + 59*60 + 59) * 1_000_000))},
 		{r2, "c_time6", json.Number("-1500000")},
 		{r0, "c_datetime", json.Number(itoa(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).UnixMilli()))}, // Timestamp: ms
-		{r0, "c_datetime6", json.Number(micros(2024, 6, 1, 12, 34, 56, 120))},                             // MicroTimestamp: µs
+		{r0, "c_datetime6", json.Number(micros(2024, 6, 1, 12, 34, 56, 120))},                               // MicroTimestamp: µs
 		{r2, "c_datetime6", nil},
 		{r0, "c_ts3", "2024-06-01T07:34:56.789Z"}, // ZonedTimestamp
 		{r0, "c_year", "2155"},

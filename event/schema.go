@@ -164,7 +164,7 @@ func kindOf(f *querypb.Field, isJSON bool) Kind {
 }
 
 // enumValues reads the members of an ENUM or SET column type such as
-// enum('a','b''c') — quotes doubled inside a member, as MySQL writes them.
+// enum('a','b”c') — quotes doubled inside a member, as MySQL writes them.
 // An unknown column type gives none.
 func enumValues(columnType string) []string {
 	open := strings.IndexByte(columnType, '(')

@@ -37,7 +37,7 @@ type spoolEvent struct {
 	K string          `json:"k,omitempty"`
 	S string          `json:"s,omitempty"`
 	N string          `json:"n,omitempty"`
-	J json.RawMessage `json:"j"` // the finished event without cursor
+	J json.RawMessage `json:"j"`           // the finished event without cursor
 	X int             `json:"x,omitempty"` // 1 + its schema's index in the entry's X; 0: none
 }
 
