@@ -72,6 +72,17 @@ func query(subscriber, cursor string) string {
 	return q.Encode()
 }
 
+// withExtra appends more query parameters to an encoded query.
+func withExtra(q string, extra url.Values) string {
+	if len(extra) == 0 {
+		return q
+	}
+	if q == "" {
+		return extra.Encode()
+	}
+	return q + "&" + extra.Encode()
+}
+
 // --- HTTP pull ---
 
 type pullClient struct {
@@ -79,6 +90,7 @@ type pullClient struct {
 	stream, subscriber string
 	cursor             string
 	buf                []ev
+	extra              url.Values // more query parameters (format=…)
 }
 
 func connectPull(_ context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
@@ -88,6 +100,9 @@ func connectPull(_ context.Context, g *gateway, stream, subscriber, cursor strin
 func (c *pullClient) next(ctx context.Context) (ev, error) {
 	for len(c.buf) == 0 {
 		q := url.Values{"wait": {"5s"}, "limit": {"500"}}
+		for k, v := range c.extra {
+			q[k] = v
+		}
 		if c.cursor != "" {
 			q.Set("cursor", c.cursor)
 		} else if c.subscriber != "" {
@@ -163,11 +178,17 @@ type sseClient struct {
 	stream string
 	sub    string
 	lastID string
+	extra  url.Values
 }
 
 func connectSSE(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
+	return connectSSEWith(ctx, g, stream, subscriber, cursor, nil)
+}
+
+// connectSSEWith is connectSSE with more query parameters (format=…).
+func connectSSEWith(ctx context.Context, g *gateway, stream, subscriber, cursor string, extra url.Values) (client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/sse?"+query(subscriber, ""), nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/streams/"+stream+"/sse?"+withExtra(query(subscriber, ""), extra), nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -187,7 +208,7 @@ func connectSSE(ctx context.Context, g *gateway, stream, subscriber, cursor stri
 		cancel()
 		return nil, fmt.Errorf("sse: %d %s", resp.StatusCode, b)
 	}
-	return &sseClient{resp: resp, rd: bufio.NewReader(resp.Body), cancel: cancel, g: g, stream: stream, sub: subscriber}, nil
+	return &sseClient{resp: resp, rd: bufio.NewReader(resp.Body), cancel: cancel, g: g, stream: stream, sub: subscriber, extra: extra}, nil
 }
 
 func (c *sseClient) next(ctx context.Context) (ev, error) {
@@ -241,7 +262,7 @@ func (c *sseClient) next(ctx context.Context) (ev, error) {
 // reconnects with the cursor, which is what a browser does.
 func (c *sseClient) ack(ctx context.Context, cursor string) error {
 	c.close()
-	nc, err := connectSSE(ctx, c.g, c.stream, c.sub, cursor)
+	nc, err := connectSSEWith(ctx, c.g, c.stream, c.sub, cursor, c.extra)
 	if err != nil {
 		return err
 	}
@@ -266,7 +287,12 @@ type wsClient struct {
 // does: a client that stops reading stops answering pings and is
 // eventually closed, however idle its application is.
 func connectWS(ctx context.Context, g *gateway, stream, subscriber, cursor string) (client, error) {
-	u := "ws" + strings.TrimPrefix(g.url, "http") + "/v1/streams/" + stream + "/ws?" + query(subscriber, cursor)
+	return connectWSWith(ctx, g, stream, subscriber, cursor, nil)
+}
+
+// connectWSWith is connectWS with more query parameters (format=…).
+func connectWSWith(ctx context.Context, g *gateway, stream, subscriber, cursor string, extra url.Values) (client, error) {
+	u := "ws" + strings.TrimPrefix(g.url, "http") + "/v1/streams/" + stream + "/ws?" + withExtra(query(subscriber, cursor), extra)
 	c, _, err := websocket.Dial(ctx, u, nil)
 	if err != nil {
 		return nil, err

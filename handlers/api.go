@@ -10,14 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/bridge"
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/reshard"
@@ -202,7 +204,9 @@ func upstreamError(err error) *Error {
 // readerParams resolves the stream named in the URL and the optional
 // subscriber and start query parameters of a reading endpoint. On failure it
 // has written the error response and ok is false.
-func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (def *streams.Definition, sub, start string, ok bool) {
+// The request it returns carries the reader's format (formatParam) to its
+// outbound step.
+func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (_ *http.Request, def *streams.Definition, sub, start string, ok bool) {
 	def, err := a.stream(r.Context(), chi.URLParam(r, "stream"))
 	if err == nil {
 		sub, err = subscriberParam(r)
@@ -210,11 +214,15 @@ func (a *API) readerParams(w http.ResponseWriter, r *http.Request) (def *streams
 	if err == nil {
 		start, err = startParam(r)
 	}
+	var f *feed.Format
+	if err == nil {
+		f, err = formatParam(r, def.Name)
+	}
 	if err != nil {
 		WriteError(w, a.Log, err)
-		return nil, "", "", false
+		return r, nil, "", "", false
 	}
-	return def, sub, start, true
+	return r.WithContext(withFormat(r.Context(), f)), def, sub, start, true
 }
 
 // startParam validates the optional start query parameter: where a reader

@@ -87,6 +87,12 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, a.Log, err)
 		return
 	}
+	f, err := formatParam(r, def.Name)
+	if err != nil {
+		WriteError(w, a.Log, err)
+		return
+	}
+	ctx = withFormat(ctx, f)
 	defer a.present(def.Name, sub)()
 	s, err := a.open(ctx, def, q.Get("cursor"), sub, start)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
 	"github.com/vstream-gateway/vstream-gateway/metrics"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -21,6 +22,9 @@ type outbound struct {
 	// scope (wsrefresh.go) while the session's writer applies it.
 	tables atomic.Pointer[auth.TableFilter]
 	m      *metrics.Out
+	// format re-encodes deliveries in the reader's format (nil: the
+	// default one, DESIGN §3.2), before the scope is applied.
+	format *feed.Format
 	// tally holds the counts of a burst (applyAt with a tally) until
 	// flushTally: the metrics are shared by every connection of a stream,
 	// and an update per message and connection had the CPUs trade their
@@ -41,7 +45,7 @@ type outTally struct {
 // tests) carry no principal and are not filtered: the server installs the
 // middleware on every /v1 route.
 func outboundFor(ctx context.Context, stream, transport string) *outbound {
-	o := &outbound{m: metrics.Outbound(stream, transport)}
+	o := &outbound{m: metrics.Outbound(stream, transport), format: formatOf(ctx)}
 	if p := auth.FromContext(ctx); p != nil {
 		o.tables.Store(p.TableFilter())
 	}
@@ -70,6 +74,7 @@ func (o *outbound) flushTally() {
 // that a burst of deliveries reads it once; with tally set it counts into
 // the outbound's tally, which flushTally reports.
 func (o *outbound) applyAt(d *hub.Delivery, now time.Time, tally bool) *hub.Delivery {
+	d = o.format.Apply(d)
 	kept := d.Events
 	if f := o.tables.Load(); f != nil {
 		kept = f.Filter(d.Events)

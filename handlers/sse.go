@@ -20,11 +20,11 @@ import (
 // Last-Event-ID header resumes; for a named subscriber it is also the ack of
 // everything before it.
 func (a *API) SSE(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	def, sub, start, ok := a.readerParams(w, r)
+	r, def, sub, start, ok := a.readerParams(w, r)
 	if !ok {
 		return
 	}
+	ctx := r.Context()
 	defer a.present(def.Name, sub)()
 	var err error
 	token := r.Header.Get("Last-Event-ID")

@@ -24,11 +24,11 @@ import (
 // WS serves GET /v1/streams/{stream}/ws: one JSON message per event; the
 // client acks with {"ack":"<cursor>"} (stored for named subscribers).
 func (a *API) WS(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	def, sub, start, ok := a.readerParams(w, r)
+	r, def, sub, start, ok := a.readerParams(w, r)
 	if !ok {
 		return
 	}
+	ctx := r.Context()
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		w.Header().Set("Upgrade", "websocket")
 		WriteError(w, a.Log, apiErr(http.StatusUpgradeRequired, "upgrade_required", "this endpoint speaks WebSocket"))
@@ -161,6 +161,7 @@ func (a *API) newWSSession(r *http.Request, def *streams.Definition, sub string,
 	if p := auth.FromContext(r.Context()); p != nil {
 		base = auth.NewContext(base, p)
 	}
+	base = withFormat(base, formatOf(r.Context()))
 	ws := &wsSession{a: a, base: base, def: def, sub: sub, s: s, c: c, conn: conn,
 		batch:   r.URL.Query().Get("batch") == "txn",
 		queue:   newWSQueue(a.WebSocketConfig.Queue),

@@ -2,11 +2,14 @@ package webhook
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/feed"
 )
 
 // Duration is a time.Duration that reads and writes JSON as "1.5s" and
@@ -81,6 +84,10 @@ type CreateRequest struct {
 	// Cursor optionally starts the webhook right after this cursor token
 	// instead of at the stream's current position.
 	Cursor string `json:"cursor,omitempty"`
+	// Format is "default" (or absent) or "debezium"; Schemas asks for
+	// Debezium's {schema, payload} documents (DESIGN §3.2).
+	Format  string `json:"format,omitempty"`
+	Schemas bool   `json:"schemas,omitempty"`
 }
 
 // RotateRequest is the body of the secret rotation endpoint. Both fields
@@ -101,9 +108,20 @@ func (r *CreateRequest) settings() (*Webhook, error) {
 		BatchMaxWait:   Duration(DefaultBatchMaxWait),
 		MaxAttempts:    r.MaxAttempts,
 		Timeout:        Duration(DefaultTimeout),
+		Schemas:        r.Schemas,
 	}
 	if _, err := parseURL(w.URL); err != nil {
 		return nil, err
+	}
+	if _, err := feed.NewFormat(r.Format, r.Schemas, ""); err != nil {
+		field := "format"
+		if errors.Is(err, feed.ErrSchemas) {
+			field = "schemas"
+		}
+		return nil, invalid(field, "%v", err)
+	}
+	if r.Format != feed.FormatDefault {
+		w.Format = r.Format
 	}
 	switch {
 	case w.BatchMaxEvents == 0:

@@ -126,6 +126,7 @@ func (d *deliverer) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	ss.feed = withFormat(ss.feed, wh.format())
 	defer ss.feed.Close()
 	// Idle means no events for idleAck, whatever else arrives: vtgate's
 	// heartbeats (every second) and transactions the filter emptied would
@@ -429,4 +430,24 @@ func fenced(err error) error {
 		return fmt.Errorf("%w: %w", errStopped, err)
 	}
 	return err
+}
+
+// withFormat is f with every delivery in format fm (DESIGN §3.2), before
+// the collector counts them against batch_max_bytes.
+func withFormat(f Feed, fm *feed.Format) Feed {
+	if fm == nil {
+		return f
+	}
+	return formattedFeed{Feed: f, r: feed.Formatted(f, fm)}
+}
+
+type formattedFeed struct {
+	Feed
+	r feed.Reader
+}
+
+func (f formattedFeed) Next(ctx context.Context) (*hub.Delivery, error) { return f.r.Next(ctx) }
+
+func (f formattedFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
+	return f.r.TryNext(ctx)
 }

@@ -1,11 +1,11 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,7 +13,9 @@ import (
 
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
 
+	"github.com/vstream-gateway/vstream-gateway/feed"
 	"github.com/vstream-gateway/vstream-gateway/hub"
+	"github.com/vstream-gateway/vstream-gateway/internal/wait"
 	"github.com/vstream-gateway/vstream-gateway/position"
 	"github.com/vstream-gateway/vstream-gateway/store"
 	"github.com/vstream-gateway/vstream-gateway/streams"
@@ -122,6 +124,8 @@ type View struct {
 	BatchMaxWait   Duration  `json:"batch_max_wait"`
 	MaxAttempts    int       `json:"max_attempts"`
 	Timeout        Duration  `json:"timeout"`
+	Format         string    `json:"format"`
+	Schemas        bool      `json:"schemas,omitempty"`
 	Subscriber     string    `json:"subscriber"`
 	Cursor         string    `json:"cursor,omitempty"`
 	AckedAt        time.Time `json:"acked_at,omitzero"`
@@ -270,6 +274,7 @@ func (s *Service) view(ctx context.Context, w *Webhook) (*View, error) {
 		ID: w.ID, Stream: w.Stream, URL: w.URL, State: StateActive,
 		BatchMaxEvents: w.BatchMaxEvents, BatchMaxBytes: w.MaxBytes(), BatchMaxWait: w.BatchMaxWait,
 		MaxAttempts: w.MaxAttempts, Timeout: w.Timeout, Subscriber: w.Subscriber(),
+		Format: cmp.Or(w.Format, feed.FormatDefault), Schemas: w.Schemas,
 		CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
 	}
 	now := s.now()

@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vstream-gateway/vstream-gateway/feed"
 )
 
 // Sentinel errors.
@@ -96,6 +98,11 @@ type Webhook struct {
 	MaxAttempts   int      `json:"max_attempts"`
 	Timeout       Duration `json:"timeout"`
 	Paused        bool     `json:"paused"`
+	// Format and Schemas choose the events' format (DESIGN §3.2): "" is
+	// the default format, "debezium" Debezium's envelope, with schemas
+	// its {schema, payload} documents.
+	Format  string `json:"format,omitempty"`
+	Schemas bool   `json:"schemas,omitempty"`
 	// Secrets sign every request. The first is the current one; the others
 	// are rotated-out secrets that keep signing until their ExpiresAt so
 	// receivers can switch over without dropping a request.
@@ -108,6 +115,17 @@ type Webhook struct {
 type StoredSecret struct {
 	Secret    string    `json:"secret"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// format is the webhook's event format (nil: the default one). Stored
+// definitions were validated when created; one that no longer parses is
+// delivered in the default format rather than not at all.
+func (w *Webhook) format() *feed.Format {
+	f, err := feed.NewFormat(w.Format, w.Schemas, w.Stream)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // Subscriber is the webhook's subscriber name: its cursor is stored like
