@@ -433,3 +433,74 @@ func TestDebeziumSchemas(t *testing.T) {
 		t.Error("the schema differs between two rows of one table")
 	}
 }
+
+// benchCustomer is the default format's benchmark row (bench_test.go): a
+// typical 7-column customer row.
+func benchCustomer(b *testing.B) (*event.Table, *binlogdatapb.RowChange) {
+	f := func(name string, typ querypb.Type, flags, length, decimals, cs uint32, ct string) *querypb.Field {
+		return &querypb.Field{Name: name, Type: typ, Flags: flags, ColumnLength: length, Decimals: decimals, Charset: cs, ColumnType: ct}
+	}
+	pk := uint32(querypb.MySqlFlag_NOT_NULL_FLAG | querypb.MySqlFlag_PRI_KEY_FLAG | querypb.MySqlFlag_AUTO_INCREMENT_FLAG | querypb.MySqlFlag_PART_KEY_FLAG | querypb.MySqlFlag_NUM_FLAG)
+	tbl, err := event.NewTable("customer", "-80", &binlogdatapb.FieldEvent{TableName: "customer", Fields: []*querypb.Field{
+		f("customer_id", querypb.Type_INT64, pk, 20, 0, 63, "bigint(20)"),
+		f("email", querypb.Type_VARCHAR, 0, 1020, 0, 45, "varchar(255)"),
+		f("name", querypb.Type_VARCHAR, 0, 400, 0, 224, "varchar(100)"),
+		f("status", querypb.Type_ENUM, 256, 32, 0, 45, "enum('active','suspended','closed')"),
+		f("balance", querypb.Type_DECIMAL, 32768, 14, 2, 63, "decimal(12,2)"),
+		f("created_at", querypb.Type_TIMESTAMP, 160, 26, 6, 63, "timestamp(6)"),
+		f("updated_at", querypb.Type_DATETIME, 128, 19, 0, 63, "datetime"),
+	}}, event.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &querypb.Row{}
+	for _, v := range []string{"1234567", "jane.doe@example.com", "Jane Doe", "active", "1520.75", "2024-06-01 07:34:56.123456", "2024-06-01 12:34:56"} {
+		r.Lengths = append(r.Lengths, int64(len(v)))
+		r.Values = append(r.Values, v...)
+	}
+	return tbl, &binlogdatapb.RowChange{After: r}
+}
+
+// BenchmarkFormatDefault is what a row costs in the default format: its
+// encoding from vtgate's row, done once when the row arrives.
+func BenchmarkFormatDefault(b *testing.B) {
+	tbl, rc := benchCustomer(b)
+	var slab event.Slab
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tbl.EncodeIn(&slab, event.OpInsert, rc, docCommit); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFormatDebezium is what the Debezium format adds per row: the
+// re-encoding of the default format's event, done once per transaction
+// for all its Debezium readers, in transactions of 1 and of 100 rows.
+func BenchmarkFormatDebezium(b *testing.B) {
+	tbl, rc := benchCustomer(b)
+	ev, err := tbl.Encode(event.OpInsert, rc, docCommit)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, rows := range []int{1, 100} {
+		for _, schemas := range []bool{false, true} {
+			name := "rows=" + strconv.Itoa(rows)
+			if schemas {
+				name += "/schemas"
+			}
+			b.Run(name, func(b *testing.B) {
+				txn := debezium.Txn{Events: make([]event.Event, rows), VGtid: docVGtid, CommitTS: docCommit, Received: time.UnixMilli(docReceived)}
+				for i := range txn.Events {
+					txn.Events[i] = ev
+				}
+				o := debezium.Options{Stream: "app", Schemas: schemas}
+				b.ReportAllocs()
+				for b.Loop() {
+					debezium.Encode(txn, o)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+			})
+		}
+	}
+}

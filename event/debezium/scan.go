@@ -1,5 +1,7 @@
 package debezium
 
+import "bytes"
+
 // The scanner reads the gateway's own event JSON (event/), which is
 // compact and valid: no whitespace between tokens, strings escaped. It
 // finds where values end; it never decodes them.
@@ -28,15 +30,24 @@ func skipValue(b []byte, i int) int {
 	return j
 }
 
-// skipString returns the index just past the string starting at b[i].
+// skipString returns the index just past the string starting at b[i]: the
+// next quote not escaped (preceded by an even number of backslashes),
+// found with IndexByte rather than byte by byte.
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j <= len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return -1
 }
@@ -62,36 +73,6 @@ func skipContainer(b []byte, i int) int {
 		}
 	}
 	return -1
-}
-
-// members calls fn with each member's quoted name and raw value of the
-// object at b (the whole of b, or its start when it is an unclosed event
-// body). It stops early when fn returns false, and reports whether b was
-// well formed as far as it read.
-func members(b []byte, fn func(name, value []byte) bool) bool {
-	if len(b) == 0 || b[0] != '{' {
-		return false
-	}
-	i := 1
-	for i < len(b) && b[i] != '}' {
-		if b[i] == ',' {
-			i++
-		}
-		end := skipString(b, i)
-		if end < 0 || end >= len(b) || b[end] != ':' {
-			return false
-		}
-		name := b[i:end]
-		vend := skipValue(b, end+1)
-		if vend < 0 {
-			return false
-		}
-		if !fn(name, b[end+1:vend]) {
-			return true
-		}
-		i = vend
-	}
-	return true
 }
 
 // appendString writes s as a JSON string.

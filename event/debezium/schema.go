@@ -20,8 +20,9 @@ type table struct {
 	hasPK  bool
 	// keySchema and valueSchema are the {"schema":…} documents.
 	keySchema, valueSchema []byte
-	// dataCollection is "keyspace.table", transaction.data_collection_order's key.
-	dataCollection string
+	// sourceTable is the source block's keyspace and table, up to the
+	// shard's value.
+	sourceTable []byte
 }
 
 type column struct {
@@ -31,7 +32,11 @@ type column struct {
 }
 
 func compile(s *event.Schema, stream string) *table {
-	t := &table{byName: make(map[string]int, len(s.Columns)), dataCollection: s.Keyspace + "." + s.Table}
+	t := &table{byName: make(map[string]int, len(s.Columns))}
+	t.sourceTable = appendString(nil, s.Keyspace)
+	t.sourceTable = append(t.sourceTable, `,"table":`...)
+	t.sourceTable = appendString(t.sourceTable, s.Table)
+	t.sourceTable = append(t.sourceTable, `,"shard":`...)
 	for i := range s.Columns {
 		c := &s.Columns[i]
 		q := appendString(nil, c.Name)

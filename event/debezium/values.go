@@ -10,9 +10,10 @@ import (
 // appendValue re-encodes one value of column c, written by the default
 // format as v, the way Debezium's Vitess connector writes it with the JSON
 // converter, decimal.handling.mode=string and
-// time.precision.mode=adaptive_time_microseconds (docs/DEBEZIUM.md). A value
-// it cannot read as its kind (a date with zero parts, which the default
-// format passes through) becomes null, as the connector makes it.
+// time.precision.mode=adaptive_time_microseconds (event/TYPES.md, "The
+// Debezium format"). A value it cannot read as its kind (a date with zero
+// parts, which the default format passes through) becomes null, as the
+// connector makes it.
 func appendValue(dst []byte, c *event.Column, v []byte) []byte {
 	if len(v) == 0 || v[0] == 'n' { // null
 		return append(dst, "null"...)

@@ -1,0 +1,219 @@
+package debezium
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
+)
+
+// txnEncoder holds what every event of one transaction shares.
+type txnEncoder struct {
+	t   Txn
+	o   Options
+	buf []byte
+	// ends is where each event ends in buf, -1 for a control event
+	// passed through.
+	ends []int
+	// vgtid is source.vgtid and transaction.id, a JSON string of vgtidRaw.
+	vgtid, vgtidRaw []byte
+	// sourceHead is the source block up to its keyspace, for change rows
+	// ([0]) and copy rows ([1]).
+	sourceHead [2][]byte
+	tsMS       int64
+	total      int64
+	orders     map[*table]int64 // data_collection_order per table
+	parts      [2]event.Op
+	// scratch holds an event's re-encoded images and keys until the
+	// event is written.
+	scratch []byte
+	keyBuf  []byte
+	// The table of the last event's schema: a transaction's events are
+	// mostly of one table.
+	lastSchema *event.Schema
+	lastTable  *table
+	schemaKey  string
+}
+
+func newTxnEncoder(t Txn, o Options) *txnEncoder {
+	e := encoders.Get().(*txnEncoder)
+	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
+	e.total, e.lastSchema, e.lastTable = 0, nil, nil
+	clear(e.orders)
+	e.buf, e.ends, e.scratch = e.buf[:0], e.ends[:0], e.scratch[:0]
+	if e.schemaKey != "debezium:"+o.Stream {
+		e.schemaKey = "debezium:" + o.Stream
+	}
+	e.vgtidRaw = vgtidJSON(e.vgtidRaw[:0], t.VGtid)
+	e.vgtid = appendQuoted(e.vgtid[:0], e.vgtidRaw)
+	commitMS := t.CommitTS * 1000
+	if commitMS == 0 {
+		commitMS = e.tsMS // copy rows: when they were read
+	}
+	for i, snapshot := range [2]string{"false", "true"} {
+		b := append(e.sourceHead[i][:0], `,"source":{"version":"`+Version+`","connector":"vitess","name":`...)
+		b = appendString(b, o.Stream)
+		b = append(b, `,"ts_ms":`...)
+		b = strconv.AppendInt(b, commitMS, 10)
+		b = append(b, `,"snapshot":"`...)
+		b = append(b, snapshot...)
+		b = append(b, `","db":"","sequence":null,"keyspace":`...)
+		e.sourceHead[i] = b
+	}
+	return e
+}
+
+// encoders recycles encoders with their buffers: a transaction's events
+// are written into them, then copied out at their final size (finish).
+var encoders = sync.Pool{New: func() any { return &txnEncoder{buf: make([]byte, 0, 64<<10)} }}
+
+// release returns e to the pool, unless a huge transaction grew it.
+func (e *txnEncoder) release() {
+	if cap(e.buf) > maxScratch || cap(e.scratch) > maxScratch {
+		return
+	}
+	e.t = Txn{}
+	encoders.Put(e)
+}
+
+// tableOf is the encoder's view of an event's table (nil: the event has
+// no schema, and its values are passed through).
+func (e *txnEncoder) tableOf(ev *event.Event) *table {
+	if ev.Schema == nil {
+		return nil
+	}
+	if ev.Schema != e.lastSchema {
+		e.lastSchema = ev.Schema
+		e.lastTable = ev.Schema.Derived(e.schemaKey, func() any { return compile(ev.Schema, e.o.Stream) }).(*table)
+	}
+	return e.lastTable
+}
+
+// rowImages is one change event's images and keys, re-encoded: spans of
+// txnEncoder.scratch (start, end; a null image or key has start < 0).
+type rowImages struct {
+	before, after, beforeKey, afterKey [2]int
+}
+
+func (e *txnEncoder) span(s [2]int) []byte {
+	if s[0] < 0 {
+		return nil
+	}
+	return e.scratch[s[0]:s[1]]
+}
+
+// change appends the Debezium event(s) of one change event to e.buf and
+// returns their ops.
+func (e *txnEncoder) change(ev *event.Event) []event.Op {
+	tbl := e.tableOf(ev)
+	im, ok := e.images(ev, tbl)
+	if !ok {
+		// Not the gateway's own encoding (it always is): pass the event
+		// on as it is rather than lose it.
+		e.buf = append(e.buf, ev.JSON...)
+		e.ends = append(e.ends, len(e.buf))
+		e.parts[0] = ev.Op
+		return e.parts[:1]
+	}
+	before, after := e.span(im.before), e.span(im.after)
+	oldKey, newKey := e.span(im.beforeKey), e.span(im.afterKey)
+	if ev.Op == event.OpUpdate && oldKey != nil && newKey != nil && string(oldKey) != string(newKey) {
+		// The connector's primary-key update: a delete of the old key,
+		// then a create of the new one, each naming the other.
+		e.appendEvent(ev, tbl, "d", before, nil, oldKey, "__debezium.newkey", newKey)
+		e.appendEvent(ev, tbl, "c", nil, after, newKey, "__debezium.oldkey", oldKey)
+		e.parts = [2]event.Op{event.OpDelete, event.OpInsert}
+		return e.parts[:]
+	}
+	key := newKey
+	if ev.Op == event.OpDelete {
+		key = oldKey
+	}
+	e.appendEvent(ev, tbl, opCode(ev.Op), before, after, key, "", nil)
+	e.parts[0] = ev.Op
+	return e.parts[:1]
+}
+
+func opCode(op event.Op) string {
+	switch op {
+	case event.OpInsert:
+		return "c"
+	case event.OpUpdate:
+		return "u"
+	case event.OpDelete:
+		return "d"
+	}
+	return "r"
+}
+
+// images finds the before and after images in a change event's bytes
+// ({"type":…,"op":…,"keyspace":…,"shard":…,"table":…,"key":…,"before":B,
+// "after":A,"commit_ts":… without its closing brace) and re-encodes them
+// into e.scratch, each with its primary key, in one pass over each.
+func (e *txnEncoder) images(ev *event.Event, tbl *table) (rowImages, bool) {
+	j := ev.JSON
+	e.scratch = e.scratch[:0]
+	var im rowImages
+	i := 1
+	for i < len(j) {
+		end := skipString(j, i)
+		if end < 0 || end >= len(j) || j[end] != ':' {
+			return im, false
+		}
+		if string(j[i:end]) == `"before"` {
+			i = end + 1
+			break
+		}
+		if i = skipValue(j, end+1); i < 0 || i >= len(j) || j[i] != ',' {
+			return im, false
+		}
+		i++
+	}
+	var ok bool
+	if im.before, im.beforeKey, i, ok = e.image(tbl, j, i); !ok {
+		return im, false
+	}
+	const afterMember = `,"after":`
+	if len(j)-i < len(afterMember) || string(j[i:i+len(afterMember)]) != afterMember {
+		return im, false
+	}
+	im.after, im.afterKey, _, ok = e.image(tbl, j, i+len(afterMember))
+	return im, ok
+}
+
+// image re-encodes the image at j[i:] into e.scratch and its key after it,
+// and returns their spans and where the image ends in j.
+func (e *txnEncoder) image(tbl *table, j []byte, i int) (img, key [2]int, end int, ok bool) {
+	img, key = [2]int{-1, -1}, [2]int{-1, -1}
+	if i < len(j) && j[i] == 'n' {
+		return img, key, i + len("null"), true
+	}
+	if tbl == nil {
+		end = skipValue(j, i)
+		if end < 0 {
+			return img, key, end, false
+		}
+		start := len(e.scratch)
+		e.scratch = append(e.scratch, j[i:end]...)
+		return [2]int{start, len(e.scratch)}, key, end, true
+	}
+	start := len(e.scratch)
+	var keyBuf []byte
+	if tbl.hasPK {
+		keyBuf = e.keyBuf[:0]
+		if keyBuf == nil {
+			keyBuf = make([]byte, 0, 64)
+		}
+	}
+	e.scratch, keyBuf, end, ok = tbl.transcode(e.scratch, keyBuf, j, i)
+	if !ok {
+		return img, key, end, false
+	}
+	img = [2]int{start, len(e.scratch)}
+	if keyBuf != nil {
+		e.scratch = append(e.scratch, keyBuf...)
+		key = [2]int{img[1], len(e.scratch)}
+		e.keyBuf = keyBuf
+	}
+	return img, key, end, true
+}
