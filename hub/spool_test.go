@@ -2,11 +2,14 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+	querypb "vitess.io/vitess/go/vt/proto/query"
 
 	"github.com/vstream-gateway/vstream-gateway/event"
 	"github.com/vstream-gateway/vstream-gateway/internal/fakevtgate"
@@ -126,5 +129,65 @@ func TestSpoolJoinsPerShard(t *testing.T) {
 			}
 			samePos(t, "after the spool", e.fake.Call(t, 0).Req.Vgtid, pos(50))
 		})
+	}
+}
+
+// A spool keeps the schema of every change event it holds (once per
+// entry), so a replayed spool re-encodes in other formats like the tail
+// (DESIGN §3.2); control events have none.
+func TestSpoolEntryKeepsSchemas(t *testing.T) {
+	fields := []*querypb.Field{
+		{Name: "id", Type: querypb.Type_INT32, Flags: uint32(querypb.MySqlFlag_PRI_KEY_FLAG | querypb.MySqlFlag_NOT_NULL_FLAG)},
+		{Name: "c", Type: querypb.Type_ENUM, Charset: 45, ColumnType: "enum('a','b''c')"},
+		{Name: "d", Type: querypb.Type_DATETIME, Charset: 63, Decimals: 6},
+	}
+	tbl, err := event.NewTable(ks, "-80", &binlogdatapb.FieldEvent{TableName: "t", Fields: fields}, event.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(id string) *querypb.Row {
+		vals := []string{id, "b'c", "2024-06-01 12:34:56.000120"}
+		r := &querypb.Row{}
+		for _, v := range vals {
+			r.Lengths = append(r.Lengths, int64(len(v)))
+			r.Values = append(r.Values, v...)
+		}
+		return r
+	}
+	var evs []event.Event
+	for _, id := range []string{"1", "2"} {
+		ev, err := tbl.Encode(event.OpInsert, &binlogdatapb.RowChange{After: row(id)}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	evs = append(evs, event.Control(event.TypeDDL, ks, "-80", map[string]any{"statement": "alter table t"}))
+	b, err := EncodeSpoolEntry(&source.Txn{VGtid: pos(7), Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `["a","b'c"]`); n != 1 {
+		t.Errorf("the schema is stored %d times, want once per entry: %s", n, b)
+	}
+	got, err := DecodeSpoolEntry(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, s1 := got.Events[0].Schema, got.Events[1].Schema
+	if s0 == nil || s0 != s1 || got.Events[2].Schema != nil {
+		t.Fatalf("schemas after decoding: %p %p %p", s0, s1, got.Events[2].Schema)
+	}
+	want, _ := json.Marshal(tbl.Schema())
+	if g, _ := json.Marshal(s0); string(g) != string(want) {
+		t.Errorf("schema\ngot  %s\nwant %s", g, want)
+	}
+	if v := s0.Columns[1].Values; len(v) != 2 || v[1] != "b'c" {
+		t.Errorf("ENUM members %q", v)
+	}
+	// An entry that names a schema it does not hold is refused.
+	bad := strings.Replace(string(b), `"x":1`, `"x":2`, 1)
+	if _, err := DecodeSpoolEntry([]byte(bad)); err == nil {
+		t.Error("an entry naming a missing schema was accepted")
 	}
 }

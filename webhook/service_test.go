@@ -27,8 +27,12 @@ func TestCreateDefaults(t *testing.T) {
 	if v.BatchMaxEvents != DefaultBatchMaxEvents || v.BatchMaxBytes != DefaultBatchMaxBytes || v.MaxAttempts != DefaultMaxAttempts || v.Timeout.D() != DefaultTimeout || v.BatchMaxWait != 0 {
 		t.Fatalf("defaults %+v", v)
 	}
-	if v.State != StateActive || v.Cursor != "tok-1" || v.DeadLetters != 0 {
+	if v.State != StateActive || v.Cursor != "tok-1" || v.DeadLetters != 0 || v.Format != "default" || v.Schemas {
 		t.Fatalf("state %+v", v)
+	}
+	dbz, err := e.svc.Create(context.Background(), testDef, &CreateRequest{URL: "http://127.0.0.1:9/hook", Format: "debezium", Schemas: true})
+	if err != nil || dbz.Format != "debezium" || !dbz.Schemas {
+		t.Fatalf("debezium webhook: %+v %v", dbz, err)
 	}
 	// The secret is shown once: not by Get or List.
 	got, err := e.svc.Get(context.Background(), testDef.Name, v.ID)
@@ -40,7 +44,7 @@ func TestCreateDefaults(t *testing.T) {
 		t.Fatalf("secret in %s", b)
 	}
 	list, err := e.svc.List(context.Background(), testDef.Name)
-	if err != nil || len(list) != 1 || list[0].Secret != "" {
+	if err != nil || len(list) != 2 || list[0].Secret != "" {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	if other, _ := e.svc.List(context.Background(), "other"); len(other) != 0 {
@@ -95,6 +99,9 @@ func TestCreateValidation(t *testing.T) {
 		"timeout long":     {CreateRequest{URL: "http://127.0.0.1/", Timeout: d(time.Hour)}, "timeout"},
 		"secret prefix":    {CreateRequest{URL: "http://127.0.0.1/", Secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, "secret"},
 		"secret too short": {CreateRequest{URL: "http://127.0.0.1/", Secret: "whsec_c2hvcnQ="}, "secret"},
+		"format":           {CreateRequest{URL: "http://127.0.0.1/", Format: "avro"}, "format"},
+		"schemas":          {CreateRequest{URL: "http://127.0.0.1/", Schemas: true}, "schemas"},
+		"schemas, default": {CreateRequest{URL: "http://127.0.0.1/", Format: "default", Schemas: true}, "schemas"},
 	}
 	for name, c := range cases {
 		_, err := e.svc.Create(context.Background(), testDef, &c.req)
