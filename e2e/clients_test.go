@@ -165,7 +165,46 @@ func parseEvent(raw []byte) (ev, error) {
 		return ev{}, fmt.Errorf("bad event %s: %w", raw, err)
 	}
 	e.Raw = append(json.RawMessage(nil), raw...)
+	if e.Type == "change" && e.Op == "" {
+		if err := fromDebezium(&e); err != nil {
+			return ev{}, fmt.Errorf("bad event %s: %w", raw, err)
+		}
+	}
 	return e, nil
+}
+
+// fromDebezium fills a format=debezium change event's op, shard, table and
+// images from its value, so that the tests' checks read both formats.
+func fromDebezium(e *ev) error {
+	var d struct {
+		Value struct {
+			Payload json.RawMessage `json:"payload"`
+		} `json:"value"`
+	}
+	var env struct {
+		Before, After map[string]json.RawMessage
+		Op            string
+		Source        struct{ Shard, Table string }
+	}
+	if err := json.Unmarshal(e.Raw, &d); err != nil {
+		return err
+	}
+	value := d.Value.Payload
+	if value == nil {
+		var v struct {
+			Value json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(e.Raw, &v); err != nil {
+			return err
+		}
+		value = v.Value
+	}
+	if err := json.Unmarshal(value, &env); err != nil {
+		return err
+	}
+	e.Before, e.After, e.Shard, e.Table = env.Before, env.After, env.Source.Shard, env.Source.Table
+	e.Op = map[string]string{"c": "insert", "u": "update", "d": "delete", "r": "snapshot"}[env.Op]
+	return nil
 }
 
 // --- SSE ---

@@ -229,12 +229,19 @@ func TestReshardLifecycle(t *testing.T) {
 	for _, o := range all {
 		park(t, ctx, g, w, o)
 	}
-	// A client that stays connected sees the cutover as a reshard event.
+	// A client that stays connected sees the cutover as a reshard event;
+	// so does one reading the Debezium format (DESIGN §3.2), with the same
+	// rows.
 	live, err := connectWS(ctx, g, stream, "", atCut.cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.close()
+	liveDbz, err := connectWSWith(ctx, g, stream, "", atCut.cursor, url.Values{"format": {"debezium"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liveDbz.close()
 
 	// Backlog for the subscribers behind the cutover, then atCut catches up
 	// to the last write before the switch.
@@ -253,25 +260,27 @@ func TestReshardLifecycle(t *testing.T) {
 	}
 
 	// The connected client: every row once, and a reshard event 0 -> -80,80-.
-	sawReshard := false
 	liveWant := w.since(atCut.since - 2000)
-	liveGot, err := readTo(ctx, live, liveWant, newReadEnd(1), func(e ev) {
-		if e.Type != "reshard" {
-			return
+	for name, c := range map[string]client{"live client": live, "live client, format=debezium": liveDbz} {
+		sawReshard := false
+		liveGot, err := readTo(ctx, c, liveWant, newReadEnd(1), func(e ev) {
+			if e.Type != "reshard" {
+				return
+			}
+			var r struct{ From, To []string }
+			if err := json.Unmarshal(e.Raw, &r); err != nil {
+				t.Errorf("%s: reshard event %s: %v", name, e.Raw, err)
+			}
+			t.Logf("%s got reshard event %v -> %v", name, r.From, r.To)
+			sawReshard = strings.Join(r.From, ",") == "0" && strings.Join(r.To, ",") == "-80,80-"
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		var r struct{ From, To []string }
-		if err := json.Unmarshal(e.Raw, &r); err != nil {
-			t.Errorf("live client: reshard event %s: %v", e.Raw, err)
+		checkExactlyOnce(t, name, liveGot, liveWant)
+		if !sawReshard {
+			t.Errorf("%s did not get a reshard event for 0 -> -80,80-", name)
 		}
-		t.Logf("live client got reshard event %v -> %v", r.From, r.To)
-		sawReshard = strings.Join(r.From, ",") == "0" && strings.Join(r.To, ",") == "-80,80-"
-	})
-	if err != nil {
-		t.Fatalf("live client: %v", err)
-	}
-	checkExactlyOnce(t, "live client", liveGot, liveWant)
-	if !sawReshard {
-		t.Error("live client did not get a reshard event for 0 -> -80,80-")
 	}
 
 	comeBack(t, ctx, g, w, behind)
