@@ -36,7 +36,7 @@ const (
 
 // Event is one encoded event.
 //
-// JSON holds the complete object except its closing brace, e.g.
+// JSON holds the complete object except its closing brace (and Tail), e.g.
 // `{"type":"change","op":"insert",…,"commit_ts":"…"`; AppendJSON adds the
 // cursor member (known only once the whole transaction has been read) and
 // the brace. Keyspace and Table are kept beside the bytes so that per-token
@@ -55,7 +55,15 @@ type Event struct {
 	// Schema describes a change event's columns (nil for control events):
 	// other formats re-encode the event from JSON and Schema (DESIGN §3.2).
 	Schema *Schema
+	// Tail, when set, follows JSON in the finished object: bytes that
+	// several events of a transaction share (the source block of another
+	// format, DESIGN §3.2), held once rather than once per event.
+	Tail []byte
 }
+
+// Size is the length of the event's bytes, JSON and Tail (without the
+// cursor member and the closing brace).
+func (e *Event) Size() int { return len(e.JSON) + len(e.Tail) }
 
 // CopyKey is a copy-phase row's primary key as vtgate sends it: the key
 // columns (FIELD entries) and their raw values.
@@ -81,6 +89,7 @@ func (e *Event) AppendWithTxnEnd(dst []byte, cursor string) []byte {
 // appendMembers appends the object without its closing brace.
 func (e *Event) appendMembers(dst []byte, cursor string) []byte {
 	dst = append(dst, e.JSON...)
+	dst = append(dst, e.Tail...)
 	if cursor != "" {
 		dst = append(dst, `,"cursor":"`...)
 		dst = append(dst, cursor...)

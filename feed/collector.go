@@ -215,7 +215,7 @@ func (c *Collector) collectPart(ctx context.Context, b Batch, lim Limits, d *hub
 // (at least one in an empty batch), and their size.
 func fit(lim Limits, res *Collected, d *hub.Delivery) (n, bytes int) {
 	for i := range d.Events {
-		size := len(d.Events[i].JSON)
+		size := d.Events[i].Size()
 		events := res.Events + n
 		if events > 0 && (lim.Events > 0 && events+1 > lim.Events || lim.Bytes > 0 && res.Bytes+bytes+size > lim.Bytes) {
 			break
@@ -343,7 +343,7 @@ func (c *Collector) add(b Batch, res *Collected, d *hub.Delivery, bytes int) {
 func eventBytes(d *hub.Delivery) int {
 	n := 0
 	for i := range d.Events {
-		n += len(d.Events[i].JSON)
+		n += d.Events[i].Size()
 	}
 	return n
 }

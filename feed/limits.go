@@ -7,7 +7,7 @@ import "time"
 // applies them from its next batch.
 type Limits struct {
 	// Events bounds the events of a batch, Bytes their size (the encoded
-	// events, Event.JSON, without cursors or separators).
+	// events, Event.Size: JSON and Tail, without cursors or separators).
 	Events int
 	Bytes  int
 	// Linger is how long Collect, once a batch has its first events,

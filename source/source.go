@@ -88,7 +88,7 @@ func (t *Txn) Rows() int { return len(t.Events) }
 func (t *Txn) Weight() int {
 	n := 256 + cap(t.Events)*int(unsafe.Sizeof(event.Event{})) // the transaction, its position, its events
 	for i := range t.Events {
-		n += len(t.Events[i].JSON)
+		n += t.Events[i].Size()
 	}
 	return n
 }

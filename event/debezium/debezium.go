@@ -77,6 +77,7 @@ func Encode(t Txn, o Options) []event.Event {
 		if ev.Type != event.TypeChange {
 			out = append(out, *ev)
 			e.ends = append(e.ends, -1)
+			e.tails = append(e.tails, nil)
 			continue
 		}
 		for _, part := range e.change(ev) {
@@ -109,6 +110,7 @@ func (e *txnEncoder) finish(out []event.Event) {
 		n := len(block)
 		block = append(block, b...)
 		out[i].JSON = block[n:len(block):len(block)]
+		out[i].Tail = e.tails[i]
 	}
 }
 

@@ -12,9 +12,11 @@ type txnEncoder struct {
 	t   Txn
 	o   Options
 	buf []byte
-	// ends is where each event ends in buf, -1 for a control event
-	// passed through.
-	ends []int
+	// ends is where each event's own bytes end in buf, -1 for a control
+	// event passed through; tails are their tails (event.Event.Tail).
+	ends    []int
+	tails   [][]byte
+	tailsBy map[tailKey][]byte
 	// vgtid is source.vgtid and transaction.id, a JSON string of vgtidRaw.
 	vgtid, vgtidRaw []byte
 	// sourceHead is the source block up to its keyspace, for change rows
@@ -40,7 +42,7 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
 	e.total, e.lastSchema, e.lastTable = 0, nil, nil
 	clear(e.orders)
-	e.buf, e.ends, e.scratch = e.buf[:0], e.ends[:0], e.scratch[:0]
+	e.buf, e.ends, e.tails, e.scratch = e.buf[:0], e.ends[:0], e.tails[:0], e.scratch[:0]
 	if e.schemaKey != "debezium:"+o.Stream {
 		e.schemaKey = "debezium:" + o.Stream
 	}
@@ -72,7 +74,11 @@ func (e *txnEncoder) release() {
 	if cap(e.buf) > maxScratch || cap(e.scratch) > maxScratch {
 		return
 	}
+	// Nothing of the transaction stays reachable from the pool.
 	e.t = Txn{}
+	clear(e.tails)
+	clear(e.tailsBy)
+	e.lastSchema, e.lastTable = nil, nil
 	encoders.Put(e)
 }
 
@@ -112,6 +118,7 @@ func (e *txnEncoder) change(ev *event.Event) []event.Op {
 		// on as it is rather than lose it.
 		e.buf = append(e.buf, ev.JSON...)
 		e.ends = append(e.ends, len(e.buf))
+		e.tails = append(e.tails, ev.Tail)
 		e.parts[0] = ev.Op
 		return e.parts[:1]
 	}

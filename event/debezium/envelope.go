@@ -27,37 +27,22 @@ func vgtidJSON(b []byte, v *binlogdatapb.VGtid) []byte {
 	return append(b, ']')
 }
 
-// appendEvent appends one event without its closing brace. key is the
-// re-encoded key (nil: null); header, when set, names headerKey in a
-// "headers" member (the connector's message headers of a key change).
+// appendEvent appends one event's own bytes to e.buf and notes its tail,
+// the part it shares with the transaction's other events of its table and
+// shard (event.Event.Tail). key is the re-encoded key (nil: null);
+// header, when set, names headerKey in a "headers" member (the connector's
+// message headers of a key change).
+//
+// Members are ordered so that what events share comes last, in the tail:
+//
+//	{"type":"change","key":K,"value":{"before":B,"after":A,"op":"c",
+//	 "transaction":{"total_order":1,"data_collection_order":1,"id":   ← own
+//	 "[…]"},"ts_ms":…,"source":{…}}                                  ← tail
+//
+// With schemas, the value's schema follows its payload, in the tail too.
 func (e *txnEncoder) appendEvent(ev *event.Event, tbl *table, op string, before, after, key []byte, header string, headerKey []byte) {
 	b := append(e.buf, `{"type":"change","key":`...)
 	b = e.appendKeyDoc(b, tbl, key)
-	b = append(b, `,"value":`...)
-	if e.o.Schemas {
-		b = append(b, `{"schema":`...)
-		if tbl != nil {
-			b = append(b, tbl.valueSchema...)
-		} else {
-			b = append(b, "null"...)
-		}
-		b = append(b, `,"payload":`...)
-	}
-	b = append(b, `{"before":`...)
-	b = appendOrNull(b, before)
-	b = append(b, `,"after":`...)
-	b = appendOrNull(b, after)
-	b = e.appendSource(b, ev, tbl)
-	b = append(b, `,"op":"`...)
-	b = append(b, op...)
-	b = append(b, `","ts_ms":`...)
-	b = strconv.AppendInt(b, e.tsMS, 10)
-	b = append(b, `,"transaction":`...)
-	b = e.appendTransaction(b, ev, tbl)
-	b = append(b, '}')
-	if e.o.Schemas {
-		b = append(b, '}')
-	}
 	if header != "" {
 		b = append(b, `,"headers":{"`...)
 		b = append(b, header...)
@@ -65,8 +50,79 @@ func (e *txnEncoder) appendEvent(ev *event.Event, tbl *table, op string, before,
 		b = e.appendKeyDoc(b, tbl, headerKey)
 		b = append(b, '}')
 	}
+	b = append(b, `,"value":`...)
+	if e.o.Schemas {
+		b = append(b, `{"payload":`...)
+	}
+	b = append(b, `{"before":`...)
+	b = appendOrNull(b, before)
+	b = append(b, `,"after":`...)
+	b = appendOrNull(b, after)
+	b = append(b, `,"op":"`...)
+	b = append(b, op...)
+	b = append(b, `","transaction":`...)
+	inTxn := ev.Op != event.OpSnapshot && !e.t.Chunked
+	if inTxn {
+		// Copy rows have no transaction block, as Debezium's snapshot
+		// events; nor do the pieces of a transaction delivered in pieces,
+		// whose order in it is not known here.
+		e.total++
+		if e.orders == nil {
+			e.orders = make(map[*table]int64, 1)
+		}
+		e.orders[tbl]++ // nil for events without a schema: counted together
+		b = append(b, `{"total_order":`...)
+		b = strconv.AppendInt(b, e.total, 10)
+		b = append(b, `,"data_collection_order":`...)
+		b = strconv.AppendInt(b, e.orders[tbl], 10)
+		b = append(b, `,"id":`...)
+	} else {
+		b = append(b, "null"...)
+	}
 	e.buf = b
 	e.ends = append(e.ends, len(b))
+	e.tails = append(e.tails, e.tail(ev, tbl, inTxn))
+}
+
+// tailKey is what makes two events' tails differ.
+type tailKey struct {
+	tbl      *table
+	shard    string
+	snapshot bool
+	inTxn    bool
+}
+
+// tail returns the shared end of an event (see appendEvent), built once
+// per transaction, table, shard and kind of row.
+func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
+	k := tailKey{tbl, ev.Shard, ev.Op == event.OpSnapshot, inTxn}
+	if t, ok := e.tailsBy[k]; ok {
+		return t
+	}
+	var b []byte
+	if inTxn {
+		b = append(b, e.vgtid...)
+		b = append(b, '}')
+	}
+	b = append(b, `,"ts_ms":`...)
+	b = strconv.AppendInt(b, e.tsMS, 10)
+	b = e.appendSource(b, ev, tbl)
+	b = append(b, '}')
+	if e.o.Schemas {
+		b = append(b, `,"schema":`...)
+		if tbl != nil {
+			b = append(b, tbl.valueSchema...)
+		} else {
+			b = append(b, "null"...)
+		}
+		b = append(b, '}')
+	}
+	t := append(make([]byte, 0, len(b)), b...)
+	if e.tailsBy == nil {
+		e.tailsBy = make(map[tailKey][]byte, 1)
+	}
+	e.tailsBy[k] = t
+	return t
 }
 
 func appendOrNull(b, v []byte) []byte {
@@ -82,12 +138,12 @@ func (e *txnEncoder) appendKeyDoc(b []byte, tbl *table, key []byte) []byte {
 		return appendOrNull(b, key)
 	}
 	if key == nil {
-		return append(b, `{"schema":null,"payload":null}`...)
+		return append(b, `{"payload":null,"schema":null}`...)
 	}
-	b = append(b, `{"schema":`...)
-	b = append(b, tbl.keySchema...)
-	b = append(b, `,"payload":`...)
+	b = append(b, `{"payload":`...)
 	b = append(b, key...)
+	b = append(b, `,"schema":`...)
+	b = append(b, tbl.keySchema...)
 	return append(b, '}')
 }
 
@@ -108,26 +164,5 @@ func (e *txnEncoder) appendSource(b []byte, ev *event.Event, tbl *table) []byte 
 	b = appendString(b, ev.Shard)
 	b = append(b, `,"vgtid":`...)
 	b = append(b, e.vgtid...)
-	return append(b, '}')
-}
-
-// appendTransaction writes the transaction block: null for copy rows
-// (Debezium's snapshot events have none) and for pieces of a chunked
-// transaction.
-func (e *txnEncoder) appendTransaction(b []byte, ev *event.Event, tbl *table) []byte {
-	if ev.Op == event.OpSnapshot || e.t.Chunked {
-		return append(b, "null"...)
-	}
-	e.total++
-	if e.orders == nil {
-		e.orders = make(map[*table]int64, 1)
-	}
-	e.orders[tbl]++ // nil for events without a schema: counted together
-	b = append(b, `{"id":`...)
-	b = append(b, e.vgtid...)
-	b = append(b, `,"total_order":`...)
-	b = strconv.AppendInt(b, e.total, 10)
-	b = append(b, `,"data_collection_order":`...)
-	b = strconv.AppendInt(b, e.orders[tbl], 10)
 	return append(b, '}')
 }
