@@ -1,6 +1,7 @@
 package debezium
 
 import (
+	"bytes"
 	"strconv"
 	"sync"
 
@@ -17,6 +18,11 @@ type txnEncoder struct {
 	ends    []int
 	tails   [][]byte
 	tailsBy map[tailKey][]byte
+	// lastTail is the tail of the last event: a transaction's events are
+	// mostly of one table and shard.
+	lastTailKey tailKey
+	lastTail    []byte
+	tailBuf     []byte // where tails are built
 	// vgtid is source.vgtid and transaction.id, a JSON string of vgtidRaw.
 	vgtid, vgtidRaw []byte
 	// sourceHead is the source block up to its keyspace, for change rows
@@ -41,7 +47,9 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	e := encoders.Get().(*txnEncoder)
 	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
 	e.total, e.lastSchema, e.lastTable = 0, nil, nil
+	e.lastTailKey, e.lastTail = tailKey{}, nil
 	clear(e.orders)
+	clear(e.tailsBy)
 	e.buf, e.ends, e.tails, e.scratch = e.buf[:0], e.ends[:0], e.tails[:0], e.scratch[:0]
 	if e.schemaKey != "debezium:"+o.Stream {
 		e.schemaKey = "debezium:" + o.Stream
@@ -71,7 +79,7 @@ var encoders = sync.Pool{New: func() any { return &txnEncoder{buf: make([]byte, 
 
 // release returns e to the pool, unless a huge transaction grew it.
 func (e *txnEncoder) release() {
-	if cap(e.buf) > maxScratch || cap(e.scratch) > maxScratch {
+	if cap(e.buf) > maxScratch || cap(e.scratch) > maxScratch || cap(e.tailBuf) > maxScratch {
 		return
 	}
 	// Nothing of the transaction stays reachable from the pool.
@@ -79,6 +87,7 @@ func (e *txnEncoder) release() {
 	clear(e.tails)
 	clear(e.tailsBy)
 	e.lastSchema, e.lastTable = nil, nil
+	e.lastTailKey, e.lastTail = tailKey{}, nil
 	encoders.Put(e)
 }
 
@@ -161,32 +170,33 @@ func (e *txnEncoder) images(ev *event.Event, tbl *table) (rowImages, bool) {
 	j := ev.JSON
 	e.scratch = e.scratch[:0]
 	var im rowImages
-	i := 1
-	for i < len(j) {
-		end := skipString(j, i)
-		if end < 0 || end >= len(j) || j[end] != ':' {
-			return im, false
-		}
-		if string(j[i:end]) == `"before"` {
-			i = end + 1
-			break
-		}
-		if i = skipValue(j, end+1); i < 0 || i >= len(j) || j[i] != ',' {
-			return im, false
-		}
-		i++
+	// The members before "key" are strings whose quotes are escaped, so
+	// the first `,"key":` is the member itself.
+	k := bytes.Index(j, keyMember)
+	if k < 0 {
+		return im, false
 	}
+	i := skipValue(j, k+len(keyMember))
+	if i < 0 || !bytes.HasPrefix(j[i:], beforeMember) {
+		return im, false
+	}
+	i += len(beforeMember)
 	var ok bool
 	if im.before, im.beforeKey, i, ok = e.image(tbl, j, i); !ok {
 		return im, false
 	}
-	const afterMember = `,"after":`
-	if len(j)-i < len(afterMember) || string(j[i:i+len(afterMember)]) != afterMember {
+	if !bytes.HasPrefix(j[i:], afterMember) {
 		return im, false
 	}
 	im.after, im.afterKey, _, ok = e.image(tbl, j, i+len(afterMember))
 	return im, ok
 }
+
+var (
+	keyMember    = []byte(`,"key":`)
+	beforeMember = []byte(`,"before":`)
+	afterMember  = []byte(`,"after":`)
+)
 
 // image re-encodes the image at j[i:] into e.scratch and its key after it,
 // and returns their spans and where the image ends in j.

@@ -96,10 +96,14 @@ type tailKey struct {
 // per transaction, table, shard and kind of row.
 func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 	k := tailKey{tbl, ev.Shard, ev.Op == event.OpSnapshot, inTxn}
+	if e.lastTail != nil && k == e.lastTailKey {
+		return e.lastTail
+	}
 	if t, ok := e.tailsBy[k]; ok {
+		e.lastTailKey, e.lastTail = k, t
 		return t
 	}
-	var b []byte
+	b := e.tailBuf[:0]
 	if inTxn {
 		b = append(b, e.vgtid...)
 		b = append(b, '}')
@@ -117,11 +121,13 @@ func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 		}
 		b = append(b, '}')
 	}
+	e.tailBuf = b
 	t := append(make([]byte, 0, len(b)), b...)
 	if e.tailsBy == nil {
 		e.tailsBy = make(map[tailKey][]byte, 1)
 	}
 	e.tailsBy[k] = t
+	e.lastTailKey, e.lastTail = k, t
 	return t
 }
 
