@@ -60,17 +60,23 @@ soak:
 		$(GO) test -count=1 -run '^TestSoak$$' -v -timeout $$(( 10 + $(SOAK_CYCLES) * 8 ))m ./e2e/
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
-# chromium), installed here when missing and running as root.
+# chromium), installed here when missing and running as root; the pull
+# cache test (e2e TestPullBehindCache) runs Varnish (Debian package
+# varnish) in front of the gateway, likewise.
 # The network stall test (e2e TestVtgateNetworkStall) drops packets with
 # iptables, as root; installed here when missing, and skipped (saying why)
 # when not root. The JavaScript client's tests (e2e TestJSClient) need its
 # development packages (ws, esbuild, typescript), installed with npm ci.
 APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 APT_IPTABLES = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
+APT_VARNISH  = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends varnish >/dev/null
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
+	@PATH="$$PATH:/usr/sbin" command -v varnishd >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		{ $(APT_VARNISH) || { apt-get update -qq && $(APT_VARNISH); }; }; } || \
+		{ echo "the pull cache test needs Varnish: apt-get install varnish"; exit 1; }
 	@[ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || \
 		$(APT_IPTABLES) || { apt-get update -qq && $(APT_IPTABLES); }
 	@command -v node >/dev/null 2>&1 || { echo "the JavaScript client's tests need Node.js 20 or later (node, npm)"; exit 1; }
