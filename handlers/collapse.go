@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -88,6 +90,21 @@ func (fl *flight) endsBy(ctx context.Context) bool {
 	return ok && errors.Is(ctx.Err(), context.DeadlineExceeded) && !fl.deadline.IsZero() && !fl.deadline.After(d)
 }
 
+// call runs fn, a panic in it turned into an error: on a goroutine of its
+// own a page's panic would end the process, where a request's is
+// recovered by net/http.
+func call(ctx context.Context, fn func(context.Context) (*page, error)) (pg *page, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			pg, err = nil, fmt.Errorf("%w: %v\n%s", errPagePanic, p, debug.Stack())
+		}
+	}()
+	return fn(ctx)
+}
+
+// errPagePanic wraps a panic met making a page (a 500, logged).
+var errPagePanic = errors.New("handlers: panic making a pull page")
+
 // flightContext carries ctx's values (the token) and deadline, not its
 // cancellation: the first caller may go while others wait.
 func flightContext(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -124,7 +141,7 @@ func (f *flights) leave(key string, fl *flight) {
 // run makes the flight's page and hands it to its callers; a page worth
 // keeping stays under its key for keep.
 func (f *flights) run(ctx context.Context, key string, fl *flight, keep time.Duration, fn func(context.Context) (*page, error)) {
-	pg, err := fn(ctx)
+	pg, err := call(ctx, fn)
 	fl.cancel()
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -152,3 +152,13 @@ func TestNextInterval(t *testing.T) {
 		}
 	}
 }
+
+// A panic making a page is every waiting caller's error, not the end of
+// the process.
+func TestFlightsRecoverPanics(t *testing.T) {
+	var f flights
+	_, _, err := f.do(context.Background(), "k", 0, func(context.Context) (*page, error) { panic("boom") })
+	if !errors.Is(err, errPagePanic) {
+		t.Errorf("panic: %v", err)
+	}
+}
