@@ -24,6 +24,7 @@ import (
 // for every live poll a cache collapses.
 type cacheProxy struct {
 	url  string
+	pid  int // varnishd's manager; its cache process is in its process group
 	cmd  *exec.Cmd
 	log  *syncbuf.Buffer
 	done chan struct{}
@@ -69,15 +70,17 @@ func startVarnish(t *testing.T, backend string) *cacheProxy {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(p)
-	// Threads enough for thousands of pollers; a small store.
+	// A thread per client being answered (two pools): thousands of
+	// pollers are answered at once when their page lands. A small store.
 	cmd := exec.Command(varnishd, "-F", "-a", addr, "-f", file, "-n", filepath.Join(work, "n"), "-T", "none",
-		"-s", "malloc,256m", "-p", "thread_pool_min=50", "-p", "thread_pool_max=5000")
+		"-s", "malloc,256m", "-p", "thread_pool_min=1000", "-p", "thread_pool_max=5000")
 	c := &cacheProxy{url: "http://" + addr, cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.log, c.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	c.pid = cmd.Process.Pid
 	go func() { cmd.Wait(); close(c.done) }()
 	t.Cleanup(func() {
 		// The manager and its cache process: the whole process group.
@@ -109,4 +112,28 @@ func startVarnish(t *testing.T, backend string) *cacheProxy {
 		return nil
 	})
 	return c
+}
+
+// cpuTicks is the CPU time (clock ticks of 10 ms) Varnish's processes
+// have used so far.
+func (c *cacheProxy) cpuTicks() int {
+	n := 0
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		// Fields after the command: pgrp is the 3rd; utime and stime the
+		// 12th and 13th.
+		if len(f) < 13 || f[2] != strconv.Itoa(c.pid) {
+			continue
+		}
+		u, _ := strconv.Atoi(f[11])
+		st, _ := strconv.Atoi(f[12])
+		n += u + st
+	}
+	return n
 }

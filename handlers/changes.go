@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -69,6 +70,9 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	}
 	defer a.present(req.def.Name, req.sub)()
 	pg, err := a.page(r.Context(), req)
+	if err != nil && errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client went away: nobody reads an answer, nor is it an error of ours
+	}
 	if err != nil {
 		a.pullError(w, r, req, err)
 		return
