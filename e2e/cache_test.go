@@ -130,7 +130,7 @@ func TestPullBehindCache(t *testing.T) {
 	g := startGateway(t, append(withDataDir(t), "--jwt-secret", secret, "--jwt-audience", "vsg-e2e", "--jwt-issuer", "e2e",
 		"--pull-cache", "--pull-live-linger", "200ms", "--max-conns-per-token", "0")...)
 	ag := &authGateway{gateway: g, secret: []byte(secret)}
-	proxy := startVarnish(t, g.url)
+	proxy := startVarnish(t, g.url, 50)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	stream := "cdn-" + suffix
 	admin := ag.token(t, "ops", []string{"*"}, []string{"*"}, "admin")

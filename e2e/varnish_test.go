@@ -31,8 +31,11 @@ type cacheProxy struct {
 }
 
 // startVarnish runs varnishd in the foreground on a free port with a
-// working directory of its own, and stops it when the test ends.
-func startVarnish(t *testing.T, backend string) *cacheProxy {
+// working directory of its own, and stops it when the test ends. threads
+// is the worker threads kept per pool (two pools): one per client being
+// answered at once, so thousands for thousands of pollers whose page
+// lands at the same moment.
+func startVarnish(t *testing.T, backend string, threads int) *cacheProxy {
 	t.Helper()
 	varnishd, err := exec.LookPath("varnishd")
 	if err != nil {
@@ -70,10 +73,8 @@ func startVarnish(t *testing.T, backend string) *cacheProxy {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(p)
-	// A thread per client being answered (two pools): thousands of
-	// pollers are answered at once when their page lands. A small store.
 	cmd := exec.Command(varnishd, "-F", "-a", addr, "-f", file, "-n", filepath.Join(work, "n"), "-T", "none",
-		"-s", "malloc,256m", "-p", "thread_pool_min=1000", "-p", "thread_pool_max=5000")
+		"-s", "malloc,256m", "-p", "thread_pool_min="+strconv.Itoa(max(threads, 50)), "-p", "thread_pool_max=5000")
 	c := &cacheProxy{url: "http://" + addr, cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.log, c.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
