@@ -12,9 +12,14 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
+	"github.com/vstream-gateway/vstream-gateway/cursor"
 )
 
 // cachedReader pulls pages through a cache with its token and scope hash.
@@ -297,4 +302,89 @@ func countRows(got []ev, want []string) int {
 		}
 	}
 	return n
+}
+
+// A cursor that cannot be resumed, asked through the cache by many
+// readers at once: one 409 resume_impossible leaves the gateway, kept by
+// the cache for the others, naming a restart URL; following it gets the
+// rows of a fresh snapshot, not another 409 (DESIGN §6.2 rule 7). The
+// cursor is on shards the customer keyspace does not have (as after a
+// reshard whose journal nobody saw) of an on_gap fail stream.
+func TestPullConflictBehindCache(t *testing.T) {
+	needE2E(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secret := "cache-conflict-test-cursor-secret"
+	g := startGateway(t, append(withDataDir(t), "--pull-cache", "--cursor-secret", secret)...)
+	proxy := startVarnish(t, g.url, 50)
+	stream := "cdn409-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
+	g.createStream(t, map[string]any{"name": stream, "keyspace": "customer", "tables": []string{"customer"}, "on_gap": "fail"})
+	codec, err := cursor.NewCodec([]byte(secret), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tokens are bound to the stream and the keyspace it started in.
+	gone, err := codec.Encode(ctx, stream+"\x00customer", &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{
+		{Keyspace: "customer", Shard: "-80", Gtid: "MariaDB/0-1-5"}, {Keyspace: "customer", Shard: "80-", Gtid: "MariaDB/0-1-5"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(u string) (int, http.Header, []byte) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", proxy.url+u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	before := changesRequests(t, g)
+	const readers = 10
+	restarts := make([]string, readers)
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Go(func() {
+			st, h, b := get("/v1/streams/" + stream + "/changes?limit=100&cursor=" + url.QueryEscape(gone))
+			var e struct {
+				Error struct{ Code, Restart string } `json:"error"`
+			}
+			json.Unmarshal(b, &e)
+			if st != http.StatusConflict || e.Error.Code != "resume_impossible" || e.Error.Restart == "" || h.Get("Vsg-Restart") != e.Error.Restart {
+				t.Errorf("reader %d: %d %v %s", i, st, h, b)
+			}
+			restarts[i] = e.Error.Restart
+		})
+	}
+	wg.Wait()
+	if n := changesRequests(t, g) - before; n != 1 {
+		t.Errorf("%d readers of a cursor that cannot be resumed: %v requests reached the gateway, want 1", readers, n)
+	}
+	for i, r := range restarts {
+		if r != restarts[0] {
+			t.Errorf("reader %d was sent to restart at %s, reader 0 at %s", i, r, restarts[0])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Following the restart: the first page of a fresh snapshot.
+	st, h, b := get(restarts[0])
+	var p struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	json.Unmarshal(b, &p)
+	if st != 200 || len(p.Events) == 0 || h.Get("Vsg-Next-Cursor") == "" {
+		t.Fatalf("following %s: %d %s", restarts[0], st, b)
+	}
+	if e, err := parseEvent(p.Events[0]); err != nil || e.Op != "snapshot" {
+		t.Errorf("the restart's first event is not a snapshot row: %s", p.Events[0])
+	}
+	// And its cursor reads on.
+	q, _ := url.ParseQuery(restarts[0][strings.IndexByte(restarts[0], '?')+1:])
+	q.Del("start")
+	q.Set("cursor", h.Get("Vsg-Next-Cursor"))
+	if st, _, b := get("/v1/streams/" + stream + "/changes?" + q.Encode()); st != 200 {
+		t.Errorf("the page after the restart's first: %d %s", st, b)
+	}
 }
