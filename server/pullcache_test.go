@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,6 +155,23 @@ func TestPullCacheHeaders(t *testing.T) {
 	}
 	if resp.Header.Get("Vsg-Interval") == "" {
 		t.Errorf("live page without Vsg-Interval: %v", resp.Header)
+	}
+	// A long-poll that times out at the same cursor: kept only for a
+	// request that moves its URL on with interval= (else a cache would
+	// answer the next poll at once with it, for max-age).
+	head := p.NextCursor
+	for _, c := range []struct{ query, cc string }{
+		{"", "no-store"},
+		{"&interval=" + resp.Header.Get("Vsg-Interval"), "public, max-age=5, stale-while-revalidate=5"},
+	} {
+		resp, body := g.get(t, "/v1/streams/customers/changes?wait=200ms&cursor="+head+c.query, nil)
+		json.Unmarshal(body, &p)
+		if resp.StatusCode != 200 || len(p.Events) != 0 || p.NextCursor != head || resp.Header.Get("Cache-Control") != c.cc {
+			t.Errorf("timed out at the head%s: %d %v %s, want %s", c.query, resp.StatusCode, resp.Header, body, c.cc)
+		}
+		if n, _ := strconv.ParseInt(resp.Header.Get("Vsg-Interval"), 10, 64); c.query != "" && strconv.FormatInt(n, 10) == strings.TrimPrefix(c.query, "&interval=") {
+			t.Errorf("the interval did not move on after an empty answer: %v", resp.Header)
+		}
 	}
 	resp, body = g.get(t, "/v1/streams/customers/changes?limit=1&subscriber=bob&cursor="+c10, nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "private, no-store" || resp.Header.Get("ETag") != "" {
