@@ -6,7 +6,7 @@ BIN       ?= bin/vstream-gateway
 DEMO_ADDR ?= 127.0.0.1:8080
 DEMO_DATA ?= /var/tmp/vsg-demo
 
-.PHONY: build test test-faults test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout soak
+.PHONY: build test test-faults test-deps unit e2e demo screenshots cluster-up cluster-down vet fuzz bench lint-api bench-fanout bench-cdn soak
 
 build:
 	@echo "building the gateway into $(BIN) (the first build compiles its dependencies: a few minutes on 2 cores)"
@@ -60,17 +60,23 @@ soak:
 		$(GO) test -count=1 -run '^TestSoak$$' -v -timeout $$(( 10 + $(SOAK_CYCLES) * 8 ))m ./e2e/
 
 # The dashboard's end-to-end test drives headless Chromium (Debian package
-# chromium), installed here when missing and running as root.
+# chromium), installed here when missing and running as root; the pull
+# cache test (e2e TestPullBehindCache) runs Varnish (Debian package
+# varnish) in front of the gateway, likewise.
 # The network stall test (e2e TestVtgateNetworkStall) drops packets with
 # iptables, as root; installed here when missing, and skipped (saying why)
 # when not root. The JavaScript client's tests (e2e TestJSClient) need its
 # development packages (ws, esbuild, typescript), installed with npm ci.
 APT_CHROMIUM = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 APT_IPTABLES = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
+APT_VARNISH  = DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends varnish >/dev/null
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 		{ $(APT_CHROMIUM) || { apt-get update -qq && $(APT_CHROMIUM); }; }; } || \
 		{ echo "the dashboard test needs Chromium: apt-get install chromium"; exit 1; }
+	@PATH="$$PATH:/usr/sbin" command -v varnishd >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+		{ $(APT_VARNISH) || { apt-get update -qq && $(APT_VARNISH); }; }; } || \
+		{ echo "the pull cache test needs Varnish: apt-get install varnish"; exit 1; }
 	@[ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || \
 		$(APT_IPTABLES) || { apt-get update -qq && $(APT_IPTABLES); }
 	@command -v node >/dev/null 2>&1 || { echo "the JavaScript client's tests need Node.js 20 or later (node, npm)"; exit 1; }
@@ -136,6 +142,16 @@ bench: cluster-up
 	VSG_BENCH_RING_ENTRIES=0 $(BENCH_REPLAY)
 	@if [ "$$(nproc)" -ge 2 ]; then VSG_BENCH_RING_ENTRIES=0 taskset -c 1-$$(($$(nproc)-1)) sh -c "$(BENCH_REPLAY)"; else echo "one CPU: split run skipped"; fi
 	$(BENCH_REPLAY)
+
+# Pull pages behind a cache (README "Pull behind a cache"): 2,000 long-pollers
+# in step at 200 rows/s through Varnish, straight to the gateway, and as
+# 2,000 WebSockets, side by side; then 500 readers of a 100,000-row snapshot
+# through Varnish. On a private cluster: CDN_PORT_OFFSET=N.
+CDN_PORT_OFFSET ?=
+bench-cdn: test-deps
+	@if [ -z "$(CDN_PORT_OFFSET)" ]; then $(MAKE) --no-print-directory cluster-up; fi
+	VSG_E2E=1 VSG_BENCH_CDN=1 VSG_E2E_PORT_OFFSET=$(CDN_PORT_OFFSET) \
+		$(GO) test -count=1 -p 1 -run '^TestPullCache(Load|Snapshot)$$' -v -timeout 40m ./e2e/
 
 # Fan-out comparison (README "Load tool"): K WebSocket readers of rows
 # written at FANOUT_RATE, against the gateway and then against Centrifugo

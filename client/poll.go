@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,9 +37,15 @@ var errNoPosition = errors.New("the gateway does not know the stream's position 
 // heartbeat, and a connection that broke before either would be opened
 // again where the stream starts then ("now" has moved on, a snapshot
 // starts over, a subscriber's stored cursor is behind what was received).
+//
+// Each request after the first passes back the page's Vsg-Scope and
+// Vsg-Interval as scope= and interval=, the URL a cache in front of the
+// gateway keeps pages under (DESIGN §6.2); a new token may have another
+// scope, so the scope is learnt again after a refresh.
 func (c *Client) poll(ctx context.Context, tok string, untilCursor bool) error {
 	var asm assembler
 	cursor := c.resume
+	var scope, interval string
 	for first := true; ; first = false {
 		q := c.startQuery()
 		if cursor != "" {
@@ -51,10 +58,17 @@ func (c *Client) poll(ctx context.Context, tok string, untilCursor bool) error {
 		}
 		q.Set("wait", wait.String())
 		q.Set("limit", strconv.Itoa(c.o.pollLimit))
-		p, err := c.fetchPage(ctx, tok, q, wait+pollSlack)
+		if scope != "" {
+			q.Set("scope", scope)
+		}
+		if interval != "" {
+			q.Set("interval", interval)
+		}
+		p, h, err := c.fetchPage(ctx, tok, q, wait+pollSlack)
 		if err != nil {
 			return err
 		}
+		scope, interval = validScope(h.Get("Vsg-Scope")), validInterval(h.Get("Vsg-Interval"))
 		if !untilCursor {
 			c.opened()
 		}
@@ -71,33 +85,56 @@ func (c *Client) poll(ctx context.Context, tok string, untilCursor bool) error {
 			return errNoPosition
 		}
 		// A token about to expire is replaced between requests.
-		if tok, err = c.tokens.get(ctx, false); err != nil {
+		next, err := c.tokens.get(ctx, false)
+		if err != nil {
 			return err
 		}
+		if next != tok {
+			scope = ""
+		}
+		tok = next
 	}
 }
 
-func (c *Client) fetchPage(ctx context.Context, tok string, q url.Values, timeout time.Duration) (*page, error) {
+// validScope and validInterval keep what a gateway (or something posing
+// as one) sends back only in the form the gateway makes: a refusal of a
+// mangled parameter would end the poll.
+func validScope(s string) string {
+	if len(s) != 16 || strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return ""
+	}
+	return s
+}
+
+func validInterval(s string) string {
+	if n, err := strconv.ParseInt(s, 10, 64); err != nil || n < 0 {
+		return ""
+	}
+	return s
+}
+
+func (c *Client) fetchPage(ctx context.Context, tok string, q url.Values, timeout time.Duration) (*page, http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.endpoint("changes", q), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.authorize(req.Header, tok)
 	resp, err := c.o.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, readError(resp)
+		return nil, nil, readError(resp)
 	}
 	c.body.Reset()
 	if _, err := c.body.ReadFrom(resp.Body); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.dec.page(c.body.Bytes())
+	p, err := c.dec.page(c.body.Bytes())
+	return p, resp.Header, err
 }
 
 // pollPage delivers a page's whole transactions. A transaction ends where

@@ -72,6 +72,8 @@ type API struct {
 	Verify func(ctx context.Context, token string) (*auth.Principal, error)
 
 	presence presence
+	// flights collapses identical pull requests (collapse.go).
+	flights flights
 
 	// StreamDeleted, if set, removes what else belongs to a deleted stream
 	// (its webhooks).
@@ -85,6 +87,12 @@ type Error struct {
 	Message string `json:"message"`
 	// RetryAfter, in seconds, is sent as the Retry-After header when set.
 	RetryAfter int `json:"-"`
+	// Restart, on a pull's 409 resume_impossible, is the URL a reader
+	// starts again from (DESIGN §6.2).
+	Restart string `json:"restart,omitempty"`
+	// restartID is the id of that URL, set where the 409 is made (once
+	// for every request collapsed on it).
+	restartID string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

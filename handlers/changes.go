@@ -2,12 +2,10 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/vstream-gateway/vstream-gateway/auth"
 	"github.com/vstream-gateway/vstream-gateway/feed"
@@ -57,83 +55,61 @@ func putPage(b *[]byte) {
 
 // Changes serves GET /v1/streams/{stream}/changes: one batch of whole
 // transactions after cursor (a huge one cut at limit, DESIGN §3.1 rule 4),
-// long-polling up to wait when nothing is new.
+// long-polling up to wait when nothing is new. Identical requests in
+// flight get one page, and pages say when a cache may keep them (DESIGN
+// §6.2, pullpage.go).
 func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	def, err := a.stream(ctx, chi.URLParam(r, "stream"))
+	req, err := a.pullParams(r)
 	if err != nil {
+		w.Header().Set("Cache-Control", "no-store")
+		if sm, ok := err.(*scopeMismatch); ok {
+			w.Header().Set("Vsg-Scope", sm.scope)
+		}
 		WriteError(w, a.Log, err)
 		return
 	}
-	q := r.URL.Query()
-	limit, err := intParam(q.Get("limit"), a.PullConfig.DefaultLimit, 1, a.PullConfig.MaxLimit, "limit")
+	defer a.present(req.def.Name, req.sub)()
+	pg, err := a.page(r.Context(), req)
+	if err != nil && errors.Is(r.Context().Err(), context.Canceled) {
+		return // the client went away: nobody reads an answer, nor is it an error of ours
+	}
 	if err != nil {
-		WriteError(w, a.Log, err)
+		a.pullError(w, r, req, err)
 		return
 	}
-	wait, err := durationParam(q.Get("wait"), a.PullConfig.MaxWait)
+	defer pg.release()
+	a.writePage(w, r, req, pg)
+}
+
+// makePage opens the request's subscription, collects its page into buf
+// and parks the subscription for the next page.
+func (a *API) makePage(ctx context.Context, req *pullRequest, buf *[]byte) (*page, error) {
+	s, err := a.open(ctx, req.def, req.cursor, req.sub, req.start)
 	if err != nil {
-		WriteError(w, a.Log, err)
-		return
+		return nil, err
 	}
-	wait = untilTokenExpiry(ctx, wait)
-	sub, err := subscriberParam(r)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
-	start, err := startParam(r)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
-	f, err := formatParam(r, def.Name)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
-	ctx = withFormat(ctx, f)
-	defer a.present(def.Name, sub)()
-	s, err := a.open(ctx, def, q.Get("cursor"), sub, start)
-	if err != nil {
-		WriteError(w, a.Log, err)
-		return
-	}
-	ndjson := strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	page := getPage()
-	b := &batch{buf: *page, ndjson: ndjson}
-	defer func() { *page = b.buf; putPage(page) }() // b.buf may have grown
-	if !ndjson {
+	ctx = withFormat(ctx, req.format) // the outbound step's (DESIGN §3.2)
+	b := &batch{buf: (*buf)[:0], ndjson: req.ndjson}
+	defer func() { *buf = b.buf }() // b.buf may have grown
+	if !req.ndjson {
 		b.buf = append(b.buf, `{"events":[`...)
 	}
-	err = a.collect(ctx, s, b, limit, wait)
+	err = a.collect(ctx, s, b, req.limit, req.wait)
 	if err != nil {
 		s.Close()
-		WriteError(w, a.Log, streamError(err))
-		return
+		return nil, streamError(err)
 	}
 	a.Hub.Park(s)
-
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("Vsg-Next-Cursor", b.cursor)
-	h.Set("Vsg-Up-To-Date", strconv.FormatBool(b.upToDate))
 	// The page is whole in memory: a Content-Length spares both ends the
 	// chunked encoding of a response that can run to megabytes.
-	if ndjson {
-		h.Set("Content-Type", "application/x-ndjson")
-		h.Set("Content-Length", strconv.Itoa(len(b.buf)))
-		w.Write(b.buf)
-		return
+	if !req.ndjson {
+		b.buf = append(b.buf, `],"next_cursor":"`...)
+		b.buf = append(b.buf, b.cursor...)
+		b.buf = append(b.buf, `","up_to_date":`...)
+		b.buf = strconv.AppendBool(b.buf, b.upToDate)
+		b.buf = append(b.buf, "}\n"...)
 	}
-	h.Set("Content-Type", "application/json")
-	b.buf = append(b.buf, `],"next_cursor":"`...)
-	b.buf = append(b.buf, b.cursor...)
-	b.buf = append(b.buf, `","up_to_date":`...)
-	b.buf = strconv.AppendBool(b.buf, b.upToDate)
-	b.buf = append(b.buf, "}\n"...)
-	h.Set("Content-Length", strconv.Itoa(len(b.buf)))
-	w.Write(b.buf)
+	return &page{buf: buf, cursor: b.cursor, upToDate: b.upToDate, progressed: b.cursor != req.cursor}, nil
 }
 
 // collect reads one page: whole transactions up to limit events, or as
@@ -151,8 +127,14 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 		// its first rows, so the first page is not an empty one.
 		opts = append(opts, feed.WaitWhile(func() bool { return s.Fresh() || !s.CaughtUp() }))
 	}
+	lim := feed.Limits{Events: limit}
+	if wait > 0 && s.CaughtUp() {
+		// A long-poll at the live end: the transactions of the next
+		// LiveLinger join the first, one page for them all.
+		lim.Linger = a.PullConfig.LiveLinger
+	}
 	c := feed.NewCollector(scopedFeed{s, outboundFor(ctx, s.Definition().Name, "pull")}, opts...)
-	res, err := c.Collect(ctx, b, feed.Limits{Events: limit})
+	res, err := c.Collect(ctx, b, lim)
 	if err != nil {
 		return err
 	}

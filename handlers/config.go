@@ -55,12 +55,33 @@ type PullConfig struct {
 	// VStream's first rows: a replay or a snapshot takes a moment to
 	// start, and its first page should not be an empty one.
 	FirstWait time.Duration
+	// Cache makes pages that a shared cache may keep say so (DESIGN
+	// §6.2): public Cache-Control, ETag. Off, every page is no-store: a
+	// cache in front does not check tokens, and whoever holds a cached
+	// page's URL can fetch it from there, so the operator opts in.
+	Cache bool
+	// CacheMaxAge is the max-age of a whole page (from a cursor, not at
+	// the live end), whose events never change.
+	CacheMaxAge time.Duration
+	// LiveMaxAge is the max-age of a page at the live end, which a later
+	// request would answer with more: short, so that a cache collapses
+	// the pollers waiting on one cursor and soon asks again. It is also
+	// how long the gateway keeps a collapsed page for the requests that
+	// come just after it (Cache on).
+	LiveMaxAge time.Duration
+	// LiveLinger is how long a long-poll at the live end, once its first
+	// transaction came, waits for more before it answers: the pages of
+	// a busy stream then come at most every LiveLinger per cursor, which
+	// is what bounds the requests a cache passes on. 0: at once.
+	LiveLinger time.Duration
 }
 
 // DefaultPullConfig: pages of 1,000 events (at most 10,000), long-polls of
-// up to a minute, and 2 s for a new VStream's first rows.
+// up to a minute, and 2 s for a new VStream's first rows; no caching
+// (whole pages would keep a week, live ones 5 s), no linger.
 func DefaultPullConfig() PullConfig {
-	return PullConfig{MaxLimit: 10000, DefaultLimit: 1000, MaxWait: 60 * time.Second, FirstWait: 2 * time.Second}
+	return PullConfig{MaxLimit: 10000, DefaultLimit: 1000, MaxWait: 60 * time.Second, FirstWait: 2 * time.Second,
+		CacheMaxAge: 7 * 24 * time.Hour, LiveMaxAge: 5 * time.Second}
 }
 
 // Validate refuses limits no page could meet and negative waits.
@@ -70,6 +91,10 @@ func (c PullConfig) Validate() error {
 		return fmt.Errorf("%w: PullConfig.DefaultLimit (%d) and MaxLimit (%d) must be positive, default ≤ max", ErrConfig, c.DefaultLimit, c.MaxLimit)
 	case c.MaxWait < 0 || c.FirstWait < 0:
 		return fmt.Errorf("%w: PullConfig.MaxWait (%v) and FirstWait (%v) must not be negative", ErrConfig, c.MaxWait, c.FirstWait)
+	case c.LiveLinger < 0 || c.LiveLinger > time.Minute:
+		return fmt.Errorf("%w: PullConfig.LiveLinger (%v) must be within [0, 1m]", ErrConfig, c.LiveLinger)
+	case c.Cache && (c.CacheMaxAge < time.Second || c.LiveMaxAge < time.Second):
+		return fmt.Errorf("%w: PullConfig.CacheMaxAge (%v) and LiveMaxAge (%v) must be at least 1s with Cache on", ErrConfig, c.CacheMaxAge, c.LiveMaxAge)
 	}
 	return nil
 }

@@ -69,6 +69,10 @@ type Config struct {
 	MaxLimit         int
 	DefaultLimit     int
 	MaxWait          time.Duration
+	PullCache        bool
+	PullCacheMaxAge  time.Duration
+	PullLiveMaxAge   time.Duration
+	PullLiveLinger   time.Duration
 	MaxConnsPerToken int
 	AdminRate        float64
 	AdminBurst       int
@@ -159,6 +163,10 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.MaxLimit, "max-limit", pull.MaxLimit, "cap on the pull limit parameter (events per batch)")
 	d.integer(&c.DefaultLimit, "default-limit", pull.DefaultLimit, "pull batch size when limit is absent")
 	d.dur(&c.MaxWait, "max-wait", pull.MaxWait, "cap on the pull wait parameter (long-poll)")
+	d.boolean(&c.PullCache, "pull-cache", pull.Cache, "pull pages say when a shared cache (a CDN, a caching proxy) may keep them: whole pages and live pages addressed with the token's scope hash are public (a cache does not check tokens: see README)")
+	d.dur(&c.PullCacheMaxAge, "pull-cache-max-age", pull.CacheMaxAge, "max-age of a whole pull page (from a cursor, not at the live end) with --pull-cache")
+	d.dur(&c.PullLiveMaxAge, "pull-live-max-age", pull.LiveMaxAge, "max-age of a pull page at the live end with --pull-cache (keep it below the clients' wait)")
+	d.dur(&c.PullLiveLinger, "pull-live-linger", pull.LiveLinger, "how long a long-poll at the live end waits, once a transaction came, for more before answering: pages of a busy stream come at most this often per cursor (what a cache passes on); 0: at once")
 	d.integer(&c.MaxConnsPerToken, "max-conns-per-token", 32, "concurrent streaming connections (pull, SSE, WebSocket) per token subject; 0: unlimited")
 	d.float(&c.AdminRate, "admin-rate", 5, "admin API requests per second per token subject")
 	d.integer(&c.AdminBurst, "admin-burst", 20, "admin API burst per token subject")
@@ -309,6 +317,10 @@ func (c *Config) validateLimits() error {
 		return configErr("--default-limit and --max-limit must be positive, default ≤ max")
 	case c.MaxWait < 0:
 		return configErr("--max-wait must not be negative")
+	case c.PullLiveLinger < 0 || c.PullLiveLinger > time.Minute:
+		return configErr("--pull-live-linger must be within [0, 1m]")
+	case c.PullCache && (c.PullCacheMaxAge < time.Second || c.PullLiveMaxAge < time.Second):
+		return configErr("--pull-cache-max-age and --pull-live-max-age must be at least 1s")
 	case c.MaxConnsPerToken < 0:
 		return configErr("--max-conns-per-token must not be negative")
 	case c.AdminRate <= 0 || c.AdminBurst < 1:

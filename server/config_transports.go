@@ -14,10 +14,12 @@ func (c *Config) adminConfig() handlers.AdminConfig {
 }
 
 // pullConfig is the pull endpoint's configuration (--max-limit,
-// --default-limit, --max-wait).
+// --default-limit, --max-wait, --pull-cache, --pull-cache-max-age,
+// --pull-live-max-age, --pull-live-linger).
 func (c *Config) pullConfig() handlers.PullConfig {
 	p := handlers.DefaultPullConfig()
 	p.MaxLimit, p.DefaultLimit, p.MaxWait = c.MaxLimit, c.DefaultLimit, c.MaxWait
+	p.Cache, p.CacheMaxAge, p.LiveMaxAge, p.LiveLinger = c.PullCache, c.PullCacheMaxAge, c.PullLiveMaxAge, c.PullLiveLinger
 	return p
 }
 

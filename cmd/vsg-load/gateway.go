@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -163,12 +167,19 @@ func newPullClient(conns int) *pullClient {
 }
 
 // pullSession long-polls the changes endpoint (NDJSON, one event per line)
-// and follows Vsg-Next-Cursor. The first poll of a reader without a cursor
-// asks without waiting, which answers at once with the current position.
+// and follows Vsg-Next-Cursor, passing back Vsg-Scope and Vsg-Interval as
+// a client of a cache does. The first poll of a reader without a cursor
+// asks without waiting, which answers at once with the current position;
+// with --pull-in-step every reader starts from one cursor, which it knows
+// before its first poll.
 func pullSession(ctx context.Context, r *reader, connected *bool) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r.setStop(cancel)
+	if len(r.cursor) == 0 && r.env.pullStart != "" {
+		r.cursor = append(r.cursor[:0], r.env.pullStart...)
+		r.markReady(time.Now().UnixNano())
+	}
 	var body bytes.Buffer
 	for {
 		q := r.query()
@@ -178,9 +189,16 @@ func pullSession(ctx context.Context, r *reader, connected *bool) error {
 		} else {
 			q.Set("wait", "0s")
 		}
-		req, _ := http.NewRequestWithContext(cctx, "GET", "http://"+r.env.addr+"/v1/streams/"+url.PathEscape(r.env.stream)+"/changes?"+q.Encode(), nil)
+		if r.scope != "" {
+			q.Set("scope", r.scope)
+		}
+		if r.interval != "" {
+			q.Set("interval", r.interval)
+		}
+		req, _ := http.NewRequestWithContext(cctx, "GET", r.env.pullBase+"/v1/streams/"+url.PathEscape(r.env.stream)+"/changes?"+q.Encode(), nil)
 		req.Header = r.env.authHeader()
 		req.Header.Set("Accept", "application/x-ndjson")
+		r.env.pullRequests.Add(1)
 		resp, err := r.env.pull.hc.Do(req)
 		if err != nil {
 			return err
@@ -201,9 +219,62 @@ func pullSession(ctx context.Context, r *reader, connected *bool) error {
 		if n := scanRows(b, r.env.marker, func(seq, ts int64) { r.row(seq, ts, now) }); n > 0 {
 			r.malformed.Add(int64(n))
 		}
+		r.scope, r.interval = resp.Header.Get("Vsg-Scope"), resp.Header.Get("Vsg-Interval")
 		if c := resp.Header.Get("Vsg-Next-Cursor"); c != "" {
 			r.cursor = append(r.cursor[:0], c...)
 			r.markReady(now)
 		}
 	}
+}
+
+// headCursor asks the live end's cursor once (--pull-in-step).
+func headCursor(ctx context.Context, e *env) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+e.addr+"/v1/streams/"+url.PathEscape(e.stream)+"/changes?wait=0s&limit=1", nil)
+	req.Header = e.authHeader()
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := e.pull.hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	c := resp.Header.Get("Vsg-Next-Cursor")
+	if resp.StatusCode != http.StatusOK || c == "" {
+		return "", fmt.Errorf("the live end's cursor: %d, cursor %q", resp.StatusCode, c)
+	}
+	return c, nil
+}
+
+// gatewayPulls is how many pull requests the gateway has served (its
+// vsg_http_requests_total for the changes route), or -1 when it cannot
+// tell (another target, /metrics not answering).
+func gatewayPulls(ctx context.Context, cfg *config) float64 {
+	if cfg.target != "gateway" || cfg.pull == 0 {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(cfg.url, "/")+"/metrics", nil)
+	if cfg.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "vsg_http_requests_total{") || !strings.Contains(line, `route="/v1/streams/{stream}/changes"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }

@@ -35,6 +35,8 @@ type config struct {
 	duration, readyTimeout, drain        time.Duration
 	drainMax                             time.Duration
 	pullWait                             time.Duration
+	pullURL                              string
+	pullInStep                           bool
 	mysql, mysqlUser, keyspace, table    string
 	reconnectFrac                        float64
 	reconnectEvery                       time.Duration
@@ -67,6 +69,8 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 	fs.DurationVar(&c.drain, "drain", 10*time.Second, "after the writer stops, how long readers may receive nothing before missing rows count as lost")
 	fs.DurationVar(&c.drainMax, "drain-max", 2*time.Minute, "longest wait after the writer stops for rows still in flight")
 	fs.DurationVar(&c.pullWait, "pull-wait", 10*time.Second, "pull readers' long-poll wait")
+	fs.StringVar(&c.pullURL, "pull-url", "", "base URL pull readers ask (a caching proxy in front of the gateway; default --url)")
+	fs.BoolVar(&c.pullInStep, "pull-in-step", false, "pull readers all start from one cursor (the live end's, asked once), as pollers in step")
 	fs.StringVar(&c.mysql, "mysql", "127.0.0.1:15306", "vtgate MySQL address")
 	fs.StringVar(&c.mysqlUser, "mysql-user", "root", "MySQL user")
 	fs.StringVar(&c.keyspace, "keyspace", "customer", "keyspace written to")

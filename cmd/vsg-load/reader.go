@@ -27,11 +27,18 @@ type env struct {
 	// of the CPU, the time until the tool reads a socket, left out.
 	arrLat   *hist
 	pullWait time.Duration
-	batchTxn bool // WebSocket batch=txn
-	log      *slog.Logger
-	ready    chan int // a reader's id, once, when it first knows its position
-	sse      *sseClient
-	pull     *pullClient
+	// pullBase is the base URL pull readers ask (the gateway, or a cache
+	// in front of it); pullStart, if set, the cursor every pull reader
+	// starts from (--pull-in-step).
+	pullBase  string
+	pullStart string
+	// pullRequests counts the requests pull readers made.
+	pullRequests atomic.Int64
+	batchTxn     bool // WebSocket batch=txn
+	log          *slog.Logger
+	ready        chan int // a reader's id, once, when it first knows its position
+	sse          *sseClient
+	pull         *pullClient
 }
 
 // reader is one simulated client. Its counters are atomic because the run
@@ -48,7 +55,10 @@ type reader struct {
 	// position (offset within epoch).
 	cursor   []byte
 	cfOffset uint64
-	cfEpoch  string
+	// scope and interval are what the last pull page said to pass back
+	// (Vsg-Scope, Vsg-Interval): the URL a cache keeps pages under.
+	scope, interval string
+	cfEpoch         string
 
 	readyOnce sync.Once
 	readyAt   atomic.Int64 // t.readyAt, for the run to read while the reader runs

@@ -66,6 +66,11 @@ type Report struct {
 	InsertP50 float64 `json:"insert_p50_ms"`
 	InsertP99 float64 `json:"insert_p99_ms"`
 	InsertMax float64 `json:"insert_max_ms"`
+	// PullRequests is the pull requests the readers made over the window;
+	// GatewayPulls those that reached the gateway (its /metrics): fewer
+	// behind a cache (--pull-url), or -1 when unknown.
+	PullRequests int64   `json:"pull_requests"`
+	GatewayPulls float64 `json:"gateway_pull_requests"`
 
 	Server  *ProcReport `json:"server,omitempty"`
 	Aux     *ProcReport `json:"aux,omitempty"`
@@ -133,6 +138,9 @@ func (r *Report) text(w io.Writer) {
 		}
 		row("first receipt p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.FirstP50, r.FirstP99, r.FirstMax)
 		row("INSERT p50 / p99 / max", "%.1f / %.1f / %.1f ms", r.InsertP50, r.InsertP99, r.InsertMax)
+		if r.Readers["pull"] > 0 {
+			row("pull requests made / at gateway", "%d / %.0f  (%.1f/s reaching the gateway)", r.PullRequests, r.GatewayPulls, r.GatewayPulls/r.Window)
+		}
 	}
 	for _, p := range []struct {
 		name string

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,14 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	}
 	if cfg.pull > 0 {
 		e.pull = newPullClient(cfg.pull)
+		e.pullBase = strings.TrimSuffix(cmp(cfg.pullURL, cfg.url), "/")
+		if cfg.pullInStep {
+			c, err := headCursor(ctx, e)
+			if err != nil {
+				return nil, err
+			}
+			e.pullStart = c
+		}
 	}
 	mode := "load"
 	if cfg.idle {
@@ -127,6 +136,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	log.Info("readers connected", "ready", ready, "of", k, "in", time.Since(start).Round(time.Millisecond))
 
 	cpuBefore := cpus(pr)
+	pullsBefore, gwBefore := e.pullRequests.Load(), gatewayPulls(ctx, cfg)
 	winStart := time.Now()
 	if cfg.idle {
 		hold(ctx, cfg.idleHold)
@@ -141,6 +151,10 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	}
 	window := time.Since(winStart)
 	cpuAfter := cpus(pr)
+	rep.PullRequests, rep.GatewayPulls = e.pullRequests.Load()-pullsBefore, -1
+	if gw := gatewayPulls(ctx, cfg); gw >= 0 && gwBefore >= 0 {
+		rep.GatewayPulls = gw - gwBefore
+	}
 	rep.End = pr.streams(ctx)
 	rssEnd := pr.rss()
 	stopProbe()

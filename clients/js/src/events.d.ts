@@ -123,11 +123,13 @@ export interface Disconnect {
 /**
  * Every error response. Codes: `invalid_body`, `invalid_stream`, `invalid_cursor`,
  * `invalid_subscriber`, `invalid_limit`, `invalid_wait`, `invalid_webhook`,
- * `webhook_url_forbidden`, `invalid_after` (400); `stream_not_found`,
+ * `webhook_url_forbidden`, `invalid_after`, `invalid_interval`, `invalid_restart` (400);
+ * `stream_not_found`,
  * `subscriber_not_found`, `webhook_not_found`, `dead_letter_not_found`, `not_found` (404);
  * `method_not_allowed` (405); `stream_exists`, `subscriber_scope_mismatch`,
  * `resume_impossible`, `tables_dropped`, `spool_gone` (409); `body_too_large` (413);
- * `upgrade_required` (426); `unauthorized` (401); `forbidden` (403); `rate_limited` (429);
+ * `upgrade_required` (426); `unauthorized` (401); `forbidden`, `scope_mismatch` (403);
+ * `rate_limited` (429);
  * `internal` (500); `upstream_failed`, `replay_failed` (502); `upstream_unavailable`,
  * `store_unavailable`, `webhooks_unavailable` (503).
  */
@@ -135,6 +137,8 @@ export interface Error {
   error: {
     code: string;
     message: string;
+    /** On a pull's `409 resume_impossible` without a subscriber, the URL to start again from. */
+    restart?: string;
   };
 }
 

@@ -242,19 +242,30 @@ async function poll(c, prime) {
   const o = c.options;
   let cursor = '';
   let txn = [];
+  // What the last page said to pass back (Vsg-Scope, Vsg-Interval): the
+  // URL a cache in front of the gateway keeps pages under. The scope is
+  // the token's: learnt again when the token changes.
+  let scope = '';
+  let interval = '';
+  let scopeToken = c.token;
   for (;;) {
     await c.room();
     if (c.closed || stopped) return {};
     // A token about to expire is renewed between requests, not after a 401.
     if (c.tokenExp && c.tokenExp * 1000 - Date.now() < 5000) await c.freshToken();
+    if (c.token !== scopeToken) { scope = ''; scopeToken = c.token; }
     ctl = new AbortController();
     const q = cursor ? new URLSearchParams({ cursor }) : c.startQuery();
     q.set('wait', prime ? '0s' : o.pollWait);
     q.set('limit', String(o.pollLimit));
+    if (scope) q.set('scope', scope);
+    if (interval) q.set('interval', interval);
     let page;
     try {
       const r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(o.stream)}/changes?${q}`, { headers: c.headers(), signal: ctl.signal });
       if (!r.ok) return { error: await httpError(r) };
+      scope = /^[A-Za-z0-9_-]{16}$/.test(r.headers.get('Vsg-Scope') || '') ? r.headers.get('Vsg-Scope') : '';
+      interval = /^[0-9]{1,18}$/.test(r.headers.get('Vsg-Interval') || '') ? r.headers.get('Vsg-Interval') : '';
       page = parse(c, await r.text());
     } catch (e) {
       return c.closed ? {} : { error: e.status !== undefined ? e : networkError(e) };

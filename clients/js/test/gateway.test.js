@@ -190,3 +190,20 @@ test('a reshard 0 → -80,80-, a gateway SIGKILL, and back: every row exactly on
     await r.client.close();
   }
 });
+
+test('a polling client passes each page\'s scope and interval back, the URL a cache keeps pages under', { skip }, async () => {
+  const s = await newStream('js-cache');
+  const asked = [];
+  const recording = (url, init) => { if (url.includes('/changes?')) asked.push(new URL(url).searchParams); return fetch(url, init); };
+  const r = new Reader(track(new StreamClient(opts(s.name, { transport: 'poll', cursor: s.cursor, fetch: recording }))), 'cache');
+  const want = await insert('cache', 5);
+  await r.until(want);
+  assert.deepEqual(r.rows, want);
+  assert.ok(asked.length >= 2, `${asked.length} polls`);
+  assert.equal(asked[0].get('scope'), null, 'the first poll knows no scope yet');
+  for (const [i, q] of asked.slice(1).entries()) {
+    assert.match(q.get('scope') || '', /^[A-Za-z0-9_-]{16}$/, `poll ${i + 1}`);
+    assert.match(q.get('interval') || '', /^[0-9]+$/, `poll ${i + 1}`);
+  }
+  await r.client.close();
+});
