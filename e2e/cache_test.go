@@ -229,7 +229,8 @@ func livePollers(t *testing.T, ctx context.Context, g *gateway, w *writer, base,
 	before := changesRequests(t, g)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	got := make([][]ev, pollers)
+	got := make([][]ev, pollers) // under mu: the pollers append while the check reads
+	var mu sync.Mutex
 	ps := make([]*cachedReader, pollers)
 	var wg sync.WaitGroup
 	for i := range ps {
@@ -248,7 +249,9 @@ func livePollers(t *testing.T, ctx context.Context, g *gateway, w *writer, base,
 					}
 					return
 				}
+				mu.Lock()
 				got[i] = append(got[i], evs...)
+				mu.Unlock()
 				c, interval = next, h.Get("Vsg-Interval")
 			}
 		})
@@ -265,6 +268,8 @@ func livePollers(t *testing.T, ctx context.Context, g *gateway, w *writer, base,
 	tick.Stop()
 	want := w.since(from)
 	eventually(t, 30*time.Second, "every poller has every live row", func() error {
+		mu.Lock()
+		defer mu.Unlock()
 		for i := range got {
 			if n := countRows(got[i], want); n < len(want) {
 				return fmt.Errorf("poller %d has %d of %d rows", i, n, len(want))
