@@ -121,6 +121,10 @@ func (e *txnEncoder) span(s [2]int) []byte {
 // returns their ops.
 func (e *txnEncoder) change(ev *event.Event) []event.Op {
 	tbl := e.tableOf(ev)
+	if tbl != nil && e.direct(ev, tbl) {
+		e.parts[0] = ev.Op
+		return e.parts[:1]
+	}
 	im, ok := e.images(ev, tbl)
 	if !ok {
 		// Not the gateway's own encoding (it always is): pass the event
@@ -233,4 +237,88 @@ func (e *txnEncoder) image(tbl *table, j []byte, i int) (img, key [2]int, end in
 		e.keyBuf = keyBuf
 	}
 	return img, key, end, true
+}
+
+// direct writes a change event's Debezium event in one pass over its
+// bytes: the default format's key member re-encoded as the key, the images
+// re-encoded in place. It declines (writing nothing) what it cannot do so:
+// an update that changes the primary key (two events), or bytes not laid
+// out as the gateway writes them; change then takes the general way.
+func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
+	j := ev.JSON
+	// The members before "key" are strings whose quotes are escaped, so
+	// the first `,"key":` is the member itself.
+	k := bytes.Index(j, keyMember)
+	if k < 0 {
+		return false
+	}
+	i := k + len(keyMember)
+	start := len(e.buf)
+	fail := func() bool { e.buf = e.buf[:start]; return false }
+	b := append(e.buf, `{"type":"change","key":`...)
+	if e.o.Schemas {
+		b = append(b, `{"payload":`...)
+	}
+	keyStart := len(b)
+	var ok bool
+	if i < len(j) && j[i] == 'n' {
+		b, i = append(b, "null"...), i+len("null")
+	} else if b, _, i, ok = tbl.transcode(b, nil, j, i); !ok {
+		e.buf = b
+		return fail()
+	}
+	keyEnd := len(b)
+	if e.o.Schemas {
+		b = append(b, `,"schema":`...)
+		if string(b[keyStart:keyEnd]) == "null" {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, tbl.keySchema...)
+		}
+		b = append(b, '}')
+	}
+	if !bytes.HasPrefix(j[i:], beforeMember) {
+		e.buf = b
+		return fail()
+	}
+	i += len(beforeMember)
+	b = append(b, `,"value":`...)
+	if e.o.Schemas {
+		b = append(b, `{"payload":`...)
+	}
+	b = append(b, `{"before":`...)
+	// An update's before image yields the old key, to compare with the
+	// new one: a change of primary key is two events.
+	var oldKey []byte
+	if ev.Op == event.OpUpdate && tbl.hasPK {
+		oldKey = e.keyBuf[:0]
+		if oldKey == nil {
+			oldKey = make([]byte, 0, 64)
+		}
+	}
+	if i < len(j) && j[i] == 'n' {
+		b, i = append(b, "null"...), i+len("null")
+	} else if b, oldKey, i, ok = tbl.transcode(b, oldKey, j, i); !ok {
+		e.buf = b
+		return fail()
+	}
+	e.keyBuf = oldKey
+	if oldKey != nil && string(oldKey) != string(b[keyStart:keyEnd]) {
+		e.buf = b
+		return fail()
+	}
+	if !bytes.HasPrefix(j[i:], afterMember) {
+		e.buf = b
+		return fail()
+	}
+	i += len(afterMember)
+	b = append(b, `,"after":`...)
+	if i < len(j) && j[i] == 'n' {
+		b = append(b, "null"...)
+	} else if b, _, _, ok = tbl.transcode(b, nil, j, i); !ok {
+		e.buf = b
+		return fail()
+	}
+	e.finishEvent(b, ev, tbl, opCode(ev.Op))
+	return true
 }

@@ -58,6 +58,12 @@ func (e *txnEncoder) appendEvent(ev *event.Event, tbl *table, op string, before,
 	b = appendOrNull(b, before)
 	b = append(b, `,"after":`...)
 	b = appendOrNull(b, after)
+	e.finishEvent(b, ev, tbl, op)
+}
+
+// finishEvent appends the event's op and transaction block to its bytes
+// b (appended to e.buf) and notes where it ends and its tail.
+func (e *txnEncoder) finishEvent(b []byte, ev *event.Event, tbl *table, op string) {
 	b = append(b, `,"op":"`...)
 	b = append(b, op...)
 	b = append(b, `","transaction":`...)
