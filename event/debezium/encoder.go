@@ -30,7 +30,7 @@ type txnEncoder struct {
 	sourceHead [2][]byte
 	tsMS       int64
 	total      int64
-	orders     map[*table]int64 // data_collection_order per table
+	orders     []tableOrder // data_collection_order per table
 	parts      [2]event.Op
 	// scratch holds an event's re-encoded images and keys until the
 	// event is written.
@@ -48,7 +48,7 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
 	e.total, e.lastSchema, e.lastTable = 0, nil, nil
 	e.lastTailKey, e.lastTail = tailKey{}, nil
-	clear(e.orders)
+	e.orders = e.orders[:0]
 	clear(e.tailsBy)
 	e.buf, e.ends, e.tails, e.scratch = e.buf[:0], e.ends[:0], e.tails[:0], e.scratch[:0]
 	if e.schemaKey != "debezium:"+o.Stream {
@@ -86,6 +86,7 @@ func (e *txnEncoder) release() {
 	e.t = Txn{}
 	clear(e.tails)
 	clear(e.tailsBy)
+	clear(e.orders)
 	e.lastSchema, e.lastTable = nil, nil
 	e.lastTailKey, e.lastTail = tailKey{}, nil
 	encoders.Put(e)

@@ -73,14 +73,10 @@ func (e *txnEncoder) finishEvent(b []byte, ev *event.Event, tbl *table, op strin
 		// events; nor do the pieces of a transaction delivered in pieces,
 		// whose order in it is not known here.
 		e.total++
-		if e.orders == nil {
-			e.orders = make(map[*table]int64, 1)
-		}
-		e.orders[tbl]++ // nil for events without a schema: counted together
 		b = append(b, `{"total_order":`...)
 		b = strconv.AppendInt(b, e.total, 10)
 		b = append(b, `,"data_collection_order":`...)
-		b = strconv.AppendInt(b, e.orders[tbl], 10)
+		b = strconv.AppendInt(b, e.nextOrder(tbl), 10)
 		b = append(b, `,"id":`...)
 	} else {
 		b = append(b, "null"...)
@@ -88,6 +84,26 @@ func (e *txnEncoder) finishEvent(b []byte, ev *event.Event, tbl *table, op strin
 	e.buf = b
 	e.ends = append(e.ends, len(b))
 	e.tails = append(e.tails, e.tail(ev, tbl, inTxn))
+}
+
+// nextOrder counts an event of tbl and returns its data_collection_order.
+// A transaction's events are of a table or two: a short list is searched
+// faster than a map is hashed. Events without a schema (nil) are counted
+// together.
+func (e *txnEncoder) nextOrder(tbl *table) int64 {
+	for i := range e.orders {
+		if e.orders[i].tbl == tbl {
+			e.orders[i].n++
+			return e.orders[i].n
+		}
+	}
+	e.orders = append(e.orders, tableOrder{tbl, 1})
+	return 1
+}
+
+type tableOrder struct {
+	tbl *table
+	n   int64
 }
 
 // tailKey is what makes two events' tails differ.
