@@ -31,24 +31,7 @@ func TestDebeziumEndToEnd(t *testing.T) {
 	needE2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	db, err := cluster.OpenDB("commerce")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	exec := func(q string) {
-		t.Helper()
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec("drop table if exists " + typesTable)
-	exec(typeCreateTable())
+	exec := freshTypesTable(t, ctx)
 	exec("set time_zone = '+05:00'")
 	for id := 1; id <= typeNullRow; id++ {
 		exec(typeInsert(id))

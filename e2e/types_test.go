@@ -217,6 +217,32 @@ func typeCreateTable() string {
 	return sb.String()
 }
 
+// freshTypesTable creates the type table anew in commerce and returns a
+// statement runner on one connection (session settings such as time_zone
+// hold for the statements after them), closed when the test ends.
+func freshTypesTable(t *testing.T, ctx context.Context) func(q string) {
+	t.Helper()
+	db, err := cluster.OpenDB("commerce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	exec := func(q string) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec("drop table if exists " + typesTable)
+	exec(typeCreateTable())
+	return exec
+}
+
 func typeInsert(id int) string {
 	cols, vals := []string{"id"}, []string{strconv.Itoa(id)}
 	for _, c := range typeColumns {
@@ -374,24 +400,7 @@ func TestTypesEndToEnd(t *testing.T) {
 		}
 	}
 
-	db, err := cluster.OpenDB("commerce")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	exec := func(q string) {
-		t.Helper()
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec("drop table if exists " + typesTable)
-	exec(typeCreateTable())
+	exec := freshTypesTable(t, ctx)
 
 	g := startGateway(t, withDataDir(t)...)
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
