@@ -254,8 +254,6 @@ func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
 		return false
 	}
 	i := k + len(keyMember)
-	start := len(e.buf)
-	fail := func() bool { e.buf = e.buf[:start]; return false }
 	b := append(e.buf, `{"type":"change","key":`...)
 	if e.o.Schemas {
 		b = append(b, `{"payload":`...)
@@ -265,8 +263,7 @@ func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
 	if i < len(j) && j[i] == 'n' {
 		b, i = append(b, "null"...), i+len("null")
 	} else if b, _, i, ok = tbl.transcode(b, nil, j, i); !ok {
-		e.buf = b
-		return fail()
+		return false
 	}
 	keyEnd := len(b)
 	if e.o.Schemas {
@@ -279,8 +276,7 @@ func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
 		b = append(b, '}')
 	}
 	if !bytes.HasPrefix(j[i:], beforeMember) {
-		e.buf = b
-		return fail()
+		return false
 	}
 	i += len(beforeMember)
 	b = append(b, `,"value":`...)
@@ -300,25 +296,21 @@ func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
 	if i < len(j) && j[i] == 'n' {
 		b, i = append(b, "null"...), i+len("null")
 	} else if b, oldKey, i, ok = tbl.transcode(b, oldKey, j, i); !ok {
-		e.buf = b
-		return fail()
+		return false
 	}
 	e.keyBuf = oldKey
 	if oldKey != nil && string(oldKey) != string(b[keyStart:keyEnd]) {
-		e.buf = b
-		return fail()
+		return false
 	}
 	if !bytes.HasPrefix(j[i:], afterMember) {
-		e.buf = b
-		return fail()
+		return false
 	}
 	i += len(afterMember)
 	b = append(b, `,"after":`...)
 	if i < len(j) && j[i] == 'n' {
 		b = append(b, "null"...)
 	} else if b, _, _, ok = tbl.transcode(b, nil, j, i); !ok {
-		e.buf = b
-		return fail()
+		return false
 	}
 	e.finishEvent(b, ev, tbl, opCode(ev.Op))
 	return true
