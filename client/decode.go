@@ -19,9 +19,12 @@ import (
 // not know, an escaped string) is decoded by encoding/json, which also
 // reports what is malformed.
 type decoder struct {
-	strs   map[string]string // interned strings, reset when full
-	lastTS string            // the last commit_ts read, and its time
-	lastAt time.Time
+	strs    map[string]string // interned strings, reset when full
+	last    [slots]string     // the last string read per member (str)
+	seen    [slots]bool
+	lastTS  string // the last commit_ts read, and its time
+	lastAt  time.Time
+	lastLen int // events in the last array: room for as many in the next
 }
 
 // maxInterned bounds the interned strings (a stream of many tables or
@@ -31,9 +34,9 @@ const maxInterned = 1024
 var errNotFast = errors.New("not for the fast path")
 
 // message decodes a WebSocket message: one event, or (batch=txn) an array
-// of them. msg is not kept: the events refer to a copy.
+// of them. The events refer to msg: the caller gives each message its
+// own buffer.
 func (d *decoder) message(msg []byte) ([]wireEvent, error) {
-	msg = append([]byte(nil), msg...)
 	i := skipSpace(msg, 0)
 	if i < len(msg) && msg[i] == '[' {
 		return d.array(msg)
@@ -42,20 +45,57 @@ func (d *decoder) message(msg []byte) ([]wireEvent, error) {
 	return evs, d.event(msg, &evs[0])
 }
 
-// array decodes a JSON array of events.
+// array decodes a JSON array of events in one pass: each element is read
+// by the scanner where it can be, by encoding/json where not.
 func (d *decoder) array(msg []byte) ([]wireEvent, error) {
-	spans, ok := elements(msg)
-	if !ok {
-		var evs []wireEvent
-		return evs, json.Unmarshal(msg, &evs)
+	evs, ok, err := d.elements(msg)
+	if ok {
+		return evs, err
 	}
-	evs := make([]wireEvent, len(spans))
-	for k, s := range spans {
-		if err := d.event(msg[s[0]:s[1]], &evs[k]); err != nil {
-			return nil, err
+	evs = nil
+	return evs, json.Unmarshal(msg, &evs)
+}
+
+// elements reads the array arr element by element; ok is false when arr
+// is not a well-formed array as far as the scanner sees (encoding/json
+// then reads it whole, and reports what is wrong).
+func (d *decoder) elements(arr []byte) (evs []wireEvent, ok bool, err error) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return nil, false, nil
+	}
+	evs = make([]wireEvent, 0, d.lastLen)
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return evs, trailing(arr, i+1) == nil, nil
+	}
+	for {
+		evs = append(evs, wireEvent{})
+		w := &evs[len(evs)-1]
+		end, ferr := membersAt(arr, i, d.member(w))
+		if ferr != nil {
+			if end = scanValue(arr, i); end < 0 {
+				return nil, false, nil
+			}
+			*w = wireEvent{}
+			if err := json.Unmarshal(arr[i:end], w); err != nil {
+				return nil, true, err
+			}
+		}
+		i = skipSpace(arr, end)
+		if i >= len(arr) {
+			return nil, false, nil
+		}
+		switch arr[i] {
+		case ',':
+			i = skipSpace(arr, i+1)
+		case ']':
+			d.lastLen = len(evs)
+			return evs, trailing(arr, i+1) == nil, nil
+		default:
+			return nil, false, nil
 		}
 	}
-	return evs, nil
 }
 
 // event decodes one event object into w (zero).
@@ -69,23 +109,29 @@ func (d *decoder) event(obj []byte, w *wireEvent) error {
 
 // fast reads a row change whose members are all known and plain.
 func (d *decoder) fast(obj []byte, w *wireEvent) error {
-	return members(obj, func(name, v []byte) error {
+	return members(obj, d.member(w))
+}
+
+// member reads one member of a row change into w; a member it does not
+// know, or one that is not plain, is errNotFast.
+func (d *decoder) member(w *wireEvent) func(name, v []byte) error {
+	return func(name, v []byte) error {
 		switch string(name) {
 		case "type":
-			return d.str(v, &w.Type)
+			return d.str(v, slotType, &w.Type)
 		case "op":
 			var op string
-			err := d.str(v, &op)
+			err := d.str(v, slotOp, &op)
 			w.Op = Op(op)
 			return err
 		case "keyspace":
-			return d.str(v, &w.Keyspace)
+			return d.str(v, slotKeyspace, &w.Keyspace)
 		case "shard":
-			return d.str(v, &w.Shard)
+			return d.str(v, slotShard, &w.Shard)
 		case "table":
-			return d.str(v, &w.Table)
+			return d.str(v, slotTable, &w.Table)
 		case "cursor":
-			return d.str(v, &w.Cursor)
+			return d.str(v, slotCursor, &w.Cursor)
 		case "key":
 			return image(v, &w.Key)
 		case "before":
@@ -102,15 +148,32 @@ func (d *decoder) fast(obj []byte, w *wireEvent) error {
 			return nil
 		}
 		return errNotFast
-	})
+	}
 }
 
-// str reads a string without escapes, interned.
-func (d *decoder) str(v []byte, to *string) error {
+// The members str remembers the last value of: consecutive rows nearly
+// always repeat them, and comparing with the last one costs less than
+// checking and interning the string again.
+const (
+	slotType = iota
+	slotOp
+	slotKeyspace
+	slotShard
+	slotTable
+	slotCursor
+	slots
+)
+
+// str reads a string without escapes, interned; slot names the member.
+func (d *decoder) str(v []byte, slot int, to *string) error {
 	if len(v) < 2 || v[0] != '"' {
 		return errNotFast
 	}
 	v = v[1 : len(v)-1]
+	if last := d.last[slot]; len(last) == len(v) && last == string(v) && (len(v) > 0 || d.seen[slot]) {
+		*to = last
+		return nil
+	}
 	for _, c := range v {
 		if c == '\\' || c < 0x20 {
 			return errNotFast
@@ -119,15 +182,15 @@ func (d *decoder) str(v []byte, to *string) error {
 	if !utf8.Valid(v) {
 		return errNotFast // encoding/json replaces what is not UTF-8
 	}
-	if s, ok := d.strs[string(v)]; ok {
-		*to = s
-		return nil
+	s, ok := d.strs[string(v)]
+	if !ok {
+		if d.strs == nil || len(d.strs) >= maxInterned {
+			d.strs = make(map[string]string, 64)
+		}
+		s = string(v)
+		d.strs[s] = s
 	}
-	if d.strs == nil || len(d.strs) >= maxInterned {
-		d.strs = make(map[string]string, 64)
-	}
-	s := string(v)
-	d.strs[s] = s
+	d.last[slot], d.seen[slot] = s, true
 	*to = s
 	return nil
 }
@@ -166,75 +229,52 @@ func (d *decoder) time(v []byte, to *time.Time) error {
 // object obj, in order, until f fails. Names with escapes, and anything
 // that is not an object, are errNotFast.
 func members(obj []byte, f func(name, value []byte) error) error {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return errNotFast
+	end, err := membersAt(obj, skipSpace(obj, 0), f)
+	if err != nil {
+		return err
 	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return trailing(obj, i+1)
-	}
-	for {
-		end, plain := scanString(obj, i)
-		if end < 0 || !plain {
-			return errNotFast
-		}
-		name := obj[i+1 : end-1]
-		i = skipSpace(obj, end)
-		if i >= len(obj) || obj[i] != ':' {
-			return errNotFast
-		}
-		i = skipSpace(obj, i+1)
-		end = scanValue(obj, i)
-		if end < 0 {
-			return errNotFast
-		}
-		if err := f(name, obj[i:end]); err != nil {
-			return err
-		}
-		i = skipSpace(obj, end)
-		if i >= len(obj) {
-			return errNotFast
-		}
-		switch obj[i] {
-		case ',':
-			i = skipSpace(obj, i+1)
-		case '}':
-			return trailing(obj, i+1)
-		default:
-			return errNotFast
-		}
-	}
+	return trailing(obj, end)
 }
 
-// elements returns the spans of the values of the array arr.
-func elements(arr []byte) ([][2]int, bool) {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return nil, false
+// membersAt is members for the object that starts at b[i]; it returns the
+// index after the object.
+func membersAt(b []byte, i int, f func(name, value []byte) error) (int, error) {
+	if i >= len(b) || b[i] != '{' {
+		return -1, errNotFast
 	}
-	var spans [][2]int
-	i = skipSpace(arr, i+1)
-	if i < len(arr) && arr[i] == ']' {
-		return spans, trailing(arr, i+1) == nil
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
 	}
 	for {
-		end := scanValue(arr, i)
+		end, plain := scanString(b, i)
+		if end < 0 || !plain {
+			return -1, errNotFast
+		}
+		name := b[i+1 : end-1]
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return -1, errNotFast
+		}
+		i = skipSpace(b, i+1)
+		end = scanValue(b, i)
 		if end < 0 {
-			return nil, false
+			return -1, errNotFast
 		}
-		spans = append(spans, [2]int{i, end})
-		i = skipSpace(arr, end)
-		if i >= len(arr) {
-			return nil, false
+		if err := f(name, b[i:end]); err != nil {
+			return -1, err
 		}
-		switch arr[i] {
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return -1, errNotFast
+		}
+		switch b[i] {
 		case ',':
-			i = skipSpace(arr, i+1)
-		case ']':
-			return spans, trailing(arr, i+1) == nil
+			i = skipSpace(b, i+1)
+		case '}':
+			return i + 1, nil
 		default:
-			return nil, false
+			return -1, errNotFast
 		}
 	}
 }
@@ -349,7 +389,7 @@ func (d *decoder) page(body []byte) (*page, error) {
 			p.Events = evs
 			return err
 		case "next_cursor":
-			return d.str(v, &p.NextCursor)
+			return d.str(v, slotCursor, &p.NextCursor)
 		case "up_to_date":
 			p.UpToDate = string(v) == "true"
 			return nil

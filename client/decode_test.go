@@ -92,6 +92,28 @@ func FuzzDecoder(f *testing.F) {
 	})
 }
 
+// An array (a batch=txn message) decodes as encoding/json decodes it, with
+// the event twice so that the second reads what the first left behind
+// (the strings remembered per member).
+func FuzzDecoderArray(f *testing.F) {
+	for _, s := range decodeSamples {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		arr := []byte("[" + string(b) + "," + string(b) + "]")
+		var d decoder
+		got, gerr := d.message(arr)
+		if !json.Valid(arr) {
+			return
+		}
+		var want []wireEvent
+		werr := json.Unmarshal(arr, &want)
+		if (werr == nil) != (gerr == nil) || werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %+v, %v\nwant %+v, %v", arr, got, gerr, want, werr)
+		}
+	})
+}
+
 // A pull page decodes like encoding/json decodes it.
 func TestDecodePage(t *testing.T) {
 	var d decoder

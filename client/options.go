@@ -13,7 +13,7 @@ import (
 type Transport int
 
 const (
-	// WebSocket: /ws with one message per transaction (batch=txn); acks
+	// WebSocket: /ws with arrays of a transaction's events (batch=txn); acks
 	// go over the connection. The default.
 	WebSocket Transport = iota
 	// SSE: /sse, Server-Sent Events; acks are HTTP POSTs.

@@ -19,9 +19,8 @@ import (
 const (
 	// wsHandshakeTimeout bounds a WebSocket handshake.
 	wsHandshakeTimeout = 30 * time.Second
-	// wsReadLimit bounds one message: with batch=txn a whole transaction
-	// (a huge one comes in pieces of about a quarter of the gateway's
-	// --read-ahead).
+	// wsReadLimit bounds one message: with batch=txn an array of events
+	// (up to about 64 KiB, or one event, which may be bigger).
 	wsReadLimit = 256 << 20
 	// wsAckTimeout bounds writing one ack or refresh message.
 	wsAckTimeout = 10 * time.Second
@@ -36,8 +35,9 @@ type disconnect struct {
 	Cursor  string `json:"cursor"`
 }
 
-// websocket reads one WebSocket connection (/ws, batch=txn: a message per
-// transaction) until it ends, and says why it ended.
+// websocket reads one WebSocket connection (/ws, batch=txn: arrays of a
+// transaction's events, the cursor on each array's last) until it ends,
+// and says why it ended.
 func (c *Client) websocket(ctx context.Context, tok string) error {
 	q := c.startQuery()
 	q.Set("batch", "txn")
@@ -97,7 +97,9 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 	for {
 		_, r, err := conn.Reader(context.Background())
 		if err == nil {
-			buf.Reset()
+			// A buffer per message, sized as the last one: the events
+			// decoded from it refer to it.
+			buf = *bytes.NewBuffer(make([]byte, 0, buf.Len()+bytes.MinRead))
 			_, err = buf.ReadFrom(r)
 		}
 		if err != nil {

@@ -153,10 +153,17 @@ func TestTransactionBoundaries(t *testing.T) {
 			if err := json.Unmarshal(b, &txn); err != nil {
 				t.Fatalf("%s: %v", b, err)
 			}
-			for i, e := range txn {
+			// The cursor is written once, on the array's last event.
+			last := txn[len(txn)-1].Cursor
+			for i := range txn {
+				e := &txn[i]
 				if e.TxnEnd != (i == len(txn)-1) {
 					t.Fatalf("event %d of %d: txn_end %v", i, len(txn), e.TxnEnd)
 				}
+				if (e.Cursor != "") != (i == len(txn)-1) {
+					t.Fatalf("event %d of %d: cursor %q", i, len(txn), e.Cursor)
+				}
+				e.Cursor = last
 			}
 			n += len(txn)
 			got = append(got, txn)

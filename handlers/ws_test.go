@@ -3,7 +3,10 @@ package handlers
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -53,7 +56,7 @@ func frames(t *testing.T, rec *recordConn) []string {
 }
 
 // writeTxn marks the end of a transaction on its last event, one message
-// per event or one array per transaction.
+// per event or one array per transaction (with the cursor once).
 func TestWriteTxn(t *testing.T) {
 	ev := func(i string) event.Event {
 		return event.Event{Type: event.TypeChange, JSON: []byte(`{"type":"change","after":{"id":` + i + `}`)}
@@ -69,7 +72,8 @@ func TestWriteTxn(t *testing.T) {
 		want  []string
 	}{
 		{false, []string{e1, e2, e3}},
-		{true, []string{"[" + e1 + "," + e2 + "," + e3 + "]"}},
+		// In an array the cursor is on the message's last event only.
+		{true, []string{"[" + strings.Replace(e1, `,"cursor":"c9"`, "", 1) + "," + strings.Replace(e2, `,"cursor":"c9"`, "", 1) + "," + e3 + "]"}},
 	} {
 		rec := &recordConn{}
 		conn := wsconn.New(rec)
@@ -95,6 +99,64 @@ func TestWriteTxn(t *testing.T) {
 			if got[i] != want[i] {
 				t.Errorf("batch=%t message %d:\n got %s\nwant %s", tc.batch, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// A batched transaction past batchMessageBytes goes out as several arrays:
+// every event once and in order, no message past the bound (but for the
+// cursor and brackets), the cursor on each message's last event only, and
+// "txn_end" only on the transaction's last event (on none for a piece of
+// a chunked transaction).
+func TestWriteTxnBatchSplits(t *testing.T) {
+	const n = 3000
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.Event{Type: event.TypeChange,
+			JSON: []byte(fmt.Sprintf(`{"type":"change","after":{"id":%d,"note":%q}`, i, strings.Repeat("x", i%200)))}
+	}
+	for _, partial := range []bool{false, true} {
+		rec := &recordConn{}
+		conn := wsconn.New(rec)
+		d := &hub.Delivery{Txn: &source.Txn{Events: evs, Partial: partial}, Cursor: "c9"}
+		if _, err := writeTxn(conn, d, true, nil); err != nil {
+			t.Fatal(err)
+		}
+		conn.Flush()
+		msgs := frames(t, rec)
+		if len(msgs) < 3 {
+			t.Fatalf("partial=%t: %d messages for %d events, want several", partial, len(msgs), n)
+		}
+		next := 0
+		for k, m := range msgs {
+			if len(m) > batchMessageBytes+len(`,"cursor":"c9","txn_end":true`) {
+				t.Errorf("partial=%t: message %d has %d bytes", partial, k, len(m))
+			}
+			var got []struct {
+				After struct {
+					ID int `json:"id"`
+				} `json:"after"`
+				Cursor string `json:"cursor"`
+				TxnEnd bool   `json:"txn_end"`
+			}
+			if err := json.Unmarshal([]byte(m), &got); err != nil || len(got) == 0 {
+				t.Fatalf("partial=%t: message %d is not a JSON array of events: %v", partial, k, err)
+			}
+			for j, e := range got {
+				if e.After.ID != next {
+					t.Fatalf("partial=%t: event %+v where event %d was due", partial, e, next)
+				}
+				if want := map[bool]string{true: "c9"}[j == len(got)-1]; e.Cursor != want {
+					t.Errorf("partial=%t: event %d (%d of message %d) has cursor %q, want %q", partial, next, j, k, e.Cursor, want)
+				}
+				if want := next == n-1 && !partial; e.TxnEnd != want {
+					t.Errorf("partial=%t: event %d txn_end=%t", partial, next, e.TxnEnd)
+				}
+				next++
+			}
+		}
+		if next != n {
+			t.Errorf("partial=%t: %d events arrived, want %d", partial, next, n)
 		}
 	}
 }

@@ -175,7 +175,14 @@ export class StreamClient {
 
   #push(item) {
     this.#queue.push(item);
-    if (this.#wake) { const w = this.#wake; this.#wake = null; w(); }
+    this.#wakeUp();
+  }
+
+  // #wakeUp resumes next() if it waits.
+  #wakeUp() {
+    const w = this.#wake;
+    this.#wake = null;
+    if (w) w();
   }
 
   /**
@@ -226,7 +233,7 @@ export class StreamClient {
     this.#ack.timer = 0;
     await this.#flushAck();
     this.#setState('closed');
-    if (this.#wake) this.#wake();
+    this.#wakeUp();
     for (const w of this.#roomWaiters.splice(0)) w();
   }
 
@@ -304,7 +311,7 @@ export class StreamClient {
     this.#closed = true;
     this.#emit('error', e);
     this.#setState('closed', e.message);
-    if (this.#wake) this.#wake();
+    this.#wakeUp();
   }
 
   #sleep(ms) {
@@ -390,7 +397,7 @@ function validate(o) {
   if (!(o.maxQueue >= 1)) throw configError('maxQueue must be at least 1');
   if (!(o.backoffMin > 0 && o.backoffMax >= o.backoffMin)) throw configError('backoff bounds must be 0 < backoffMin <= backoffMax');
   if (o.transport === 'ws' && !o.WebSocket && typeof globalThis.WebSocket !== 'function') {
-    throw configError('this runtime has no WebSocket: pass one as the WebSocket option (e.g. from the ws package), or use transport sse or poll');
+    throw configError('no WebSocket in this runtime: pass the WebSocket option (e.g. from the ws package) or use transport sse or poll');
   }
 }
 

@@ -75,6 +75,10 @@ export interface ChangeEvent {
    * @format date-time
    */
   commit_ts: string | null;
+  /**
+   * Where to resume after this event's transaction. In a WebSocket `batch=txn` array, only on the
+   * array's last event (the others share it).
+   */
   cursor: Cursor;
   /**
    * The primary-key columns (of `before` for a delete, else of `after`); null if the table has no

@@ -78,8 +78,14 @@ function ws(c) {
         sock.close(1000);
         return;
       }
-      if (Array.isArray(v)) for (const ev of v) deliver(ev);
-      else if (v.type === 'heartbeat') { if (!txn.length) c.position(v.cursor); }
+      if (Array.isArray(v)) {
+        // batch=txn writes the cursor once, on a message's last event:
+        // the others are of the same transaction and share it.
+        for (const ev of v) {
+          ev.cursor ??= v[v.length - 1].cursor;
+          deliver(ev);
+        }
+      } else if (v.type === 'heartbeat') { if (!txn.length) c.position(v.cursor); }
       else if (v.type === 'disconnect') bye = v;
       else deliver(v);
     };
@@ -95,6 +101,10 @@ function ws(c) {
   });
 }
 
+// failed is the error of a stream the gateway ended: status as the HTTP
+// answer to the same condition would have, code the gateway's.
+const failed = (message, status, code) => Object.assign(protocolError(message), { status, code });
+
 function wsEnd(code, bye, full) {
   if (full) return { full };
   if (!bye) return {};
@@ -103,10 +113,8 @@ function wsEnd(code, bye, full) {
     case 4001: return { ...end, shutdown: true };
     case 4008: return { ...end, slow: true };
     case 4010: case 4003: return { ...end, tokenExpired: true };
-    case 4011:
-      if (CANNOT_CONTINUE.has(bye.reason)) return { ...end, error: Object.assign(protocolError(bye.message), { status: 409, code: bye.reason }) };
-      return { ...end, error: Object.assign(protocolError(bye.message), { status: 502, code: bye.reason || 'upstream_failed' }) };
-    default: return { ...end, error: Object.assign(protocolError(`closed ${code}: ${bye.message}`), { status: 502, code: bye.reason || 'closed' }) };
+    case 4011: return { ...end, error: failed(bye.message, CANNOT_CONTINUE.has(bye.reason) ? 409 : 502, bye.reason || 'upstream_failed') };
+    default: return { ...end, error: failed(`closed ${code}: ${bye.message}`, 502, bye.reason || 'closed') };
   }
 }
 
@@ -178,7 +186,7 @@ function sseMessage(c, m, txn) {
     case 'error': {
       const d = JSON.parse(m.data);
       const status = CANNOT_CONTINUE.has(d.code) ? 409 : 502;
-      return { error: Object.assign(protocolError(d.message), { status, code: d.code }) };
+      return { error: failed(d.message, status, d.code) };
     }
     default:
       txn.push(parse(c, m.data));
@@ -264,8 +272,8 @@ async function poll(c, prime) {
     try {
       const r = await c.fetch(`${c.baseURL()}/v1/streams/${encodeURIComponent(o.stream)}/changes?${q}`, { headers: c.headers(), signal: ctl.signal });
       if (!r.ok) return { error: await httpError(r) };
-      scope = /^[A-Za-z0-9_-]{16}$/.test(r.headers.get('Vsg-Scope') || '') ? r.headers.get('Vsg-Scope') : '';
-      interval = /^[0-9]{1,18}$/.test(r.headers.get('Vsg-Interval') || '') ? r.headers.get('Vsg-Interval') : '';
+      scope = header(r, 'Vsg-Scope', /^[\w-]{16}$/);
+      interval = header(r, 'Vsg-Interval', /^\d{1,18}$/);
       page = parse(c, await r.text());
     } catch (e) {
       return c.closed ? {} : { error: e.status !== undefined ? e : networkError(e) };
@@ -279,6 +287,12 @@ async function poll(c, prime) {
 }
 
 export const prime = (c) => poll(c, true);
+
+// header is a response header's value if it matches re, else ''.
+function header(r, name, re) {
+  const v = r.headers.get(name) || '';
+  return re.test(v) ? v : '';
+}
 
 // pollPage hands over the page's whole transactions and returns the
 // events of one it ends inside (a huge transaction, continued by the next

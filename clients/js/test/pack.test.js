@@ -18,3 +18,12 @@ test('npm pack holds every export and its types, and no tests', () => {
   assert.deepEqual([...files].filter((f) => f.startsWith('test/') || f.startsWith('gen/') || f.startsWith('bench/')), []);
   assert.ok(pack.size < 40000, `packed size ${pack.size}`);
 });
+
+test('the browser build is at most 15 KiB minified', () => {
+  // The flags of `npm run build`, writing to stdout instead of dist/.
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8'));
+  const [cmd, ...args] = pkg.scripts.build.split(' ').filter((a) => !a.startsWith('--outfile'));
+  const out = execFileSync(`node_modules/.bin/${cmd}`, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  assert.ok(out.length > 5000, `the build printed ${out.length} bytes`);
+  assert.ok(out.length <= 15 * 1024, `the browser build has ${out.length} bytes, more than 15 KiB`);
+});
