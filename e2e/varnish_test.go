@@ -73,8 +73,14 @@ func startVarnish(t *testing.T, backend string, threads int) *cacheProxy {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(p)
-	cmd := exec.Command(varnishd, "-F", "-a", addr, "-f", file, "-n", filepath.Join(work, "n"), "-T", "none",
-		"-s", "malloc,256m", "-p", "thread_pool_min="+strconv.Itoa(max(threads, 50)), "-p", "thread_pool_max=5000")
+	args := []string{"-F", "-a", addr, "-f", file, "-n", filepath.Join(work, "n"), "-T", "none",
+		"-s", "malloc,256m", "-p", "thread_pool_min=" + strconv.Itoa(max(threads, 50)), "-p", "thread_pool_max=5000"}
+	// VSG_VARNISH_PARAMS="name=value …" adds varnishd parameters, for
+	// trying the proxy's tuning in the cache benchmark.
+	for _, p := range strings.Fields(os.Getenv("VSG_VARNISH_PARAMS")) {
+		args = append(args, "-p", p)
+	}
+	cmd := exec.Command(varnishd, args...)
 	c := &cacheProxy{url: "http://" + addr, cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.log, c.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
