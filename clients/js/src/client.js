@@ -395,7 +395,7 @@ function validate(o) {
   if (o.start && !['now', 'snapshot'].includes(o.start)) throw configError('start must be now or snapshot');
   if (o.getToken && typeof o.getToken !== 'function') throw configError('getToken must be a function');
   if (!(o.maxQueue >= 1)) throw configError('maxQueue must be at least 1');
-  if (!(o.backoffMin > 0 && o.backoffMax >= o.backoffMin)) throw configError('backoff bounds must be 0 < backoffMin <= backoffMax');
+  if (!(o.backoffMin > 0 && o.backoffMax >= o.backoffMin)) throw configError('backoff needs 0 < backoffMin <= backoffMax');
   if (o.transport === 'ws' && !o.WebSocket && typeof globalThis.WebSocket !== 'function') {
     throw configError('no WebSocket in this runtime: pass the WebSocket option (e.g. from the ws package) or use transport sse or poll');
   }
@@ -407,7 +407,8 @@ export function jwtExp(token) {
   const part = token.split('.')[1];
   if (!part) return 0;
   try {
-    const json = atob(part.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(part.length / 4) * 4, '='));
+    // atob decodes forgivingly (WHATWG): a JWT's missing padding is fine.
+    const json = atob(part.replace(/-/g, '+').replace(/_/g, '/'));
     const exp = JSON.parse(json).exp;
     return typeof exp === 'number' ? exp : 0;
   } catch {

@@ -4,7 +4,8 @@
 
 /**
  * sseEvents yields the events of a response body: { event, data, id }
- * (id: null when the event had no id field).
+ * (id: null when the event had no id field), in arrays, those each chunk
+ * of the body completed: one await per chunk, not per event.
  * @param {ReadableStream<Uint8Array>} body
  */
 export async function* sseEvents(body) {
@@ -16,12 +17,24 @@ export async function* sseEvents(body) {
       const { value, done } = await reader.read();
       if (done) return;
       buf += value;
-      let nl;
-      while ((nl = lineEnd(buf)) >= 0) {
-        let line = buf.slice(0, nl);
-        buf = buf.slice(buf[nl] === '\r' && buf[nl + 1] === '\n' ? nl + 2 : nl + 1);
+      const out = [];
+      // Lines are read from pos on rather than cut off the buffer one by
+      // one, which would copy it for each; cr is the next \r (-1: none in
+      // the buffer, as from the gateway, which ends lines with \n).
+      let pos = 0;
+      let cr = buf.indexOf('\r');
+      for (;;) {
+        if (cr >= 0 && cr < pos) cr = buf.indexOf('\r', pos);
+        let end = buf.indexOf('\n', pos);
+        if (cr >= 0 && (end < 0 || cr < end)) {
+          if (cr === buf.length - 1) break; // maybe half of \r\n: the next chunk tells
+          end = cr;
+        }
+        if (end < 0) break;
+        let line = buf.slice(pos, end);
+        pos = end + (buf[end] === '\r' && buf[end + 1] === '\n' ? 2 : 1);
         if (line === '') {
-          if (ev.data !== null) yield { event: ev.event || 'message', data: ev.data, id: ev.id };
+          if (ev.data !== null) out.push({ event: ev.event || 'message', data: ev.data, id: ev.id });
           ev = blank();
           continue;
         }
@@ -34,6 +47,8 @@ export async function* sseEvents(body) {
         else if (field === 'id') ev.id = line;
         // retry: the client keeps its own back-off
       }
+      buf = buf.slice(pos);
+      if (out.length) yield out;
     }
   } finally {
     reader.releaseLock();
@@ -41,13 +56,3 @@ export async function* sseEvents(body) {
 }
 
 function blank() { return { event: '', data: null, id: null }; }
-
-// lineEnd finds the first line break (\n, \r\n or a lone \r). A \r at the
-// very end of the buffer waits for the next chunk: it may be half of \r\n.
-function lineEnd(s) {
-  const n = s.indexOf('\n');
-  const r = s.indexOf('\r');
-  if (r < 0 || (n >= 0 && n < r)) return n;
-  if (r === s.length - 1) return -1;
-  return r;
-}

@@ -159,10 +159,12 @@ async function sse(c) {
   c.opened({ abort: () => ctl.abort() });
   let txn = [];
   try {
-    for await (const m of sseEvents(r.body)) {
-      const end = sseMessage(c, m, txn);
-      if (end) return end;
-      if (m.id !== null && m.event !== 'heartbeat' && !inside(m.id)) txn = [];
+    for await (const batch of sseEvents(r.body)) {
+      for (const m of batch) {
+        const end = sseMessage(c, m, txn);
+        if (end) return end;
+        if (m.id !== null && m.event !== 'heartbeat' && !inside(m.id)) txn = [];
+      }
       if (c.full) await c.room();
       if (c.closed) return {};
     }

@@ -11,7 +11,7 @@ function body(chunks) {
 
 async function all(chunks) {
   const out = [];
-  for await (const e of sseEvents(body(chunks))) out.push(e);
+  for await (const batch of sseEvents(body(chunks))) out.push(...batch);
   return out;
 }
 
