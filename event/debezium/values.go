@@ -18,6 +18,9 @@ func appendValue(dst []byte, c *event.Column, v []byte) []byte {
 	if len(v) == 0 || v[0] == 'n' { // null
 		return append(dst, "null"...)
 	}
+	if verbatim(c.Kind) {
+		return append(dst, v...)
+	}
 	switch c.Kind {
 	case event.KindUint64, event.KindYear:
 		// Strings in the connector (UINT64 and YEAR map to VARCHAR).
@@ -45,14 +48,22 @@ func appendValue(dst []byte, c *event.Column, v []byte) []byte {
 		if us, ok := parseTime(v); ok {
 			return strconv.AppendInt(dst, us, 10)
 		}
-	case event.KindNull:
-	default:
-		// Numbers, DECIMAL strings, text, ENUM, base64 bytes and TIMESTAMP
-		// (the connector's ZonedTimestamp is the same RFC 3339 UTC string):
-		// the default format already writes them as the connector does.
-		return append(dst, v...)
 	}
 	return append(dst, "null"...)
+}
+
+// verbatim reports whether values of kind k are written as the default
+// format has them: numbers, DECIMAL strings, text, ENUM, base64 bytes and
+// TIMESTAMP (the connector's ZonedTimestamp is the same RFC 3339 UTC
+// string). The other kinds are converted by appendValue, or (KindNull)
+// are always null.
+func verbatim(k event.Kind) bool {
+	switch k {
+	case event.KindUint64, event.KindYear, event.KindBit, event.KindSet, event.KindJSON,
+		event.KindDate, event.KindDateTime, event.KindTime, event.KindNull:
+		return false
+	}
+	return true
 }
 
 // appendBits writes a BIT value, a number in the default format: BIT(1) as
