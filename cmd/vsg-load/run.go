@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -17,8 +18,99 @@ import (
 // runLoad runs one measurement: readers connect, the writer writes (unless
 // idle), the readers drain, and the report is computed.
 func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error) {
-	u, _ := url.Parse(cfg.url)
 	k := cfg.ws + cfg.sse + cfg.pull
+	e, err := newEnv(ctx, cfg, log, k)
+	if err != nil {
+		return nil, err
+	}
+	mode := "load"
+	if cfg.idle {
+		mode = "idle"
+	}
+	rep := &Report{Target: cfg.target, Run: cfg.run, Mode: mode, K: k, Rate: cfg.rate, Duration: cfg.duration.Seconds(),
+		Readers: map[string]int{"ws": cfg.ws, "sse": cfg.sse, "pull": cfg.pull}}
+
+	pr := &probe{server: findPid(cfg.serverPid, cfg.serverName, log), aux: cfg.auxPid, log: log,
+		vt: vtctld{bin: cfg.vtctldclient, server: cfg.vtctldAddr}, varsURL: cfg.varsURL}
+	pr.rssPeak, pr.dumpPeak = map[int]int64{}, map[string]int{}
+	if cfg.settle {
+		pr.settle(ctx, cfg.keyspace, 5*time.Second)
+	}
+	rep.Before = pr.streams(ctx)
+	log.Info("before the run", "vtgate_vstreams", rep.Before.VStreams, "binlog_dump_threads", rep.Before.DumpThreads)
+	rssBefore := pr.rss()
+	stopProbe := pr.start(ctx)
+	defer stopProbe()
+
+	conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if err := conn.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
+	}
+	var db *writer
+	var wl *writeLog
+	if !cfg.idle {
+		wl = newWriteLog(capacity(cfg.rate, cfg.duration))
+		db = &writer{db: conn, run: cfg.run, table: cfg.table, rate: cfg.rate, conns: cfg.writers, log: log, wl: wl}
+	}
+	defer endDumpThreads(conn, pr, cfg)
+
+	rctx, cancelReaders := context.WithCancel(ctx)
+	defer cancelReaders()
+	var wg sync.WaitGroup
+	readers, ready, err := connectReaders(ctx, rctx, cfg, e, &wg)
+	if err != nil {
+		return nil, err
+	}
+
+	// The window: what the run measures, from the readers' connection to
+	// the end of the drain.
+	cpuBefore := cpus(pr)
+	pullsBefore, gwBefore := e.pullRequests.Load(), gatewayPulls(ctx, cfg)
+	winStart := time.Now()
+	if cfg.idle {
+		hold(ctx, cfg.idleHold)
+	} else {
+		stopStorm := storm(rctx, readers, cfg.reconnectFrac, cfg.reconnectEvery)
+		db.runFor(ctx, cfg.duration)
+		log.Info("writer done", "rows", db.n.Load(), "errors", db.errs.Load())
+		drainStart := time.Now()
+		rep.ReadersBehind = drain(ctx, readers, wl, db.n.Load(), cfg.drain, cfg.drainMax)
+		rep.Drain = time.Since(drainStart).Seconds()
+		stopStorm()
+	}
+	rep.Window = time.Since(winStart).Seconds()
+	cpuAfter := cpus(pr)
+	rep.PullRequests, rep.GatewayPulls = e.pullRequests.Load()-pullsBefore, -1
+	if gw := gatewayPulls(ctx, cfg); gw >= 0 && gwBefore >= 0 {
+		rep.GatewayPulls = gw - gwBefore
+	}
+	rep.End = pr.streams(ctx)
+	rssEnd := pr.rss()
+	stopProbe()
+	cancelReaders()
+	wg.Wait()
+
+	reportProcesses(rep, pr, cpuBefore, cpuAfter, rssEnd)
+	if cfg.idle {
+		rep.Idle = &IdleReport{Conns: ready, RSSBeforeMiB: mib(rssBefore[pr.server]), RSSAfterMiB: mib(rssEnd[pr.server])}
+		if ready > 0 {
+			rep.Idle.PerConnKiB = float64(rssEnd[pr.server]-rssBefore[pr.server]) / 1024 / float64(ready)
+		}
+	} else {
+		account(rep, readers, db, winStart.UnixNano())
+	}
+	reportReaders(rep, readers)
+	return rep, nil
+}
+
+// newEnv is what every reader of the run shares: where and what to read,
+// the HTTP clients of its transports, and where its latencies go.
+func newEnv(ctx context.Context, cfg *config, log *slog.Logger, k int) (*env, error) {
+	u, _ := url.Parse(cfg.url)
 	e := &env{
 		target: cfg.target, addr: u.Host, stream: cfg.stream, token: cfg.token,
 		marker: rowMarker(cfg.run), lat: &hist{}, firstLat: &hist{}, arrLat: &hist{},
@@ -46,60 +138,29 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 			e.pullStart = c
 		}
 	}
-	mode := "load"
-	if cfg.idle {
-		mode = "idle"
-	}
-	rep := &Report{Target: cfg.target, Run: cfg.run, Mode: mode, K: k, Rate: cfg.rate, Duration: cfg.duration.Seconds(),
-		Readers: map[string]int{"ws": cfg.ws, "sse": cfg.sse, "pull": cfg.pull}}
+	return e, nil
+}
 
-	pr := &probe{server: findPid(cfg.serverPid, cfg.serverName, log), aux: cfg.auxPid, log: log,
-		vt: vtctld{bin: cfg.vtctldclient, server: cfg.vtctldAddr}, varsURL: cfg.varsURL}
-	pr.rssPeak, pr.dumpPeak = map[int]int64{}, map[string]int{}
-	if cfg.settle {
-		pr.settle(ctx, cfg.keyspace, 5*time.Second)
+// endDumpThreads ends the readers' binlog dump threads: the readers'
+// VStreams leave them on the shared cluster's primaries until each has
+// something to send, and thousands of them hold MariaDB's connections
+// (max_connections) from everyone else. A few rows (on every shard, with
+// luck of the hash) and a binlog rotation end them.
+func endDumpThreads(conn *sql.DB, pr *probe, cfg *config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 16 {
+		conn.ExecContext(ctx, fmt.Sprintf("insert into %s(email) values (?)", cfg.table), fmt.Sprintf("load-%s-end%d@x", cfg.run, i))
 	}
-	before := pr.streams(ctx)
-	rep.Before = before
-	log.Info("before the run", "vtgate_vstreams", before.VStreams, "binlog_dump_threads", before.DumpThreads)
-	rssBefore := pr.rss()
-	stopProbe := pr.start(ctx)
-	defer stopProbe()
+	pr.settle(ctx, cfg.keyspace, 10*time.Second)
+}
 
-	conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	if err := conn.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
-	}
-	var db *writer
-	var wl *writeLog
-	if !cfg.idle {
-		wl = newWriteLog(capacity(cfg.rate, cfg.duration))
-		db = &writer{db: conn, run: cfg.run, table: cfg.table, rate: cfg.rate, conns: cfg.writers, log: log, wl: wl}
-	}
-	// The readers' VStreams leave their dump threads on the shared
-	// cluster's primaries until each has something to send; thousands of
-	// them hold MariaDB's connections (max_connections) from everyone
-	// else. A few rows (on every shard, with luck of the hash) and a
-	// binlog rotation end them.
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for i := range 16 {
-			conn.ExecContext(cctx, fmt.Sprintf("insert into %s(email) values (?)", cfg.table), fmt.Sprintf("load-%s-end%d@x", cfg.run, i))
-		}
-		pr.settle(cctx, cfg.keyspace, 10*time.Second)
-	}()
-
-	// Readers connect, at most connectConcurrency at a time still waiting
-	// to learn their position.
+// connectReaders starts the run's readers, at most connectConcurrency at a
+// time still waiting to learn their position, and waits for them to be
+// ready; it returns them and how many are.
+func connectReaders(ctx, rctx context.Context, cfg *config, e *env, wg *sync.WaitGroup) ([]*reader, int, error) {
+	k := cfg.ws + cfg.sse + cfg.pull
 	readers := make([]*reader, 0, k)
-	rctx, cancelReaders := context.WithCancel(ctx)
-	defer cancelReaders()
-	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, cfg.connectConcurrency))
 	start := time.Now()
 	for i := range k {
@@ -115,7 +176,7 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return readers, 0, ctx.Err()
 		}
 		r := &reader{id: i, kind: kind, env: e, t: newTally()}
 		r.release = sync.OnceFunc(func() { <-sem })
@@ -133,44 +194,23 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 			ready++
 		}
 	}
-	log.Info("readers connected", "ready", ready, "of", k, "in", time.Since(start).Round(time.Millisecond))
+	e.log.Info("readers connected", "ready", ready, "of", k, "in", time.Since(start).Round(time.Millisecond))
+	return readers, ready, nil
+}
 
-	cpuBefore := cpus(pr)
-	pullsBefore, gwBefore := e.pullRequests.Load(), gatewayPulls(ctx, cfg)
-	winStart := time.Now()
-	if cfg.idle {
-		hold(ctx, cfg.idleHold)
-	} else {
-		stopStorm := storm(rctx, readers, cfg.reconnectFrac, cfg.reconnectEvery)
-		db.runFor(ctx, cfg.duration)
-		log.Info("writer done", "rows", db.n.Load(), "errors", db.errs.Load())
-		drainStart := time.Now()
-		rep.ReadersBehind = drain(ctx, readers, wl, db.n.Load(), cfg.drain, cfg.drainMax)
-		rep.Drain = time.Since(drainStart).Seconds()
-		stopStorm()
-	}
-	window := time.Since(winStart)
-	cpuAfter := cpus(pr)
-	rep.PullRequests, rep.GatewayPulls = e.pullRequests.Load()-pullsBefore, -1
-	if gw := gatewayPulls(ctx, cfg); gw >= 0 && gwBefore >= 0 {
-		rep.GatewayPulls = gw - gwBefore
-	}
-	rep.End = pr.streams(ctx)
-	rssEnd := pr.rss()
-	stopProbe()
-	cancelReaders()
-	wg.Wait()
-
-	rep.Window = window.Seconds()
-	rep.Cluster = cpuDelta(cpuBefore.cluster, cpuAfter.cluster)
-	rep.LoadCPU = cpuAfter.self - cpuBefore.self
+// reportProcesses fills in what the probe saw of the processes: the
+// cluster's and the load tool's CPU over the window, the server's (and
+// the auxiliary process's) CPU and memory, the VStreams and dump threads.
+func reportProcesses(rep *Report, pr *probe, before, after cpuReading, rssEnd map[int]int64) {
+	rep.Cluster = cpuDelta(before.cluster, after.cluster)
+	rep.LoadCPU = after.self - before.self
 	for _, p := range []struct {
 		pid int
 		out **ProcReport
 	}{{pr.server, &rep.Server}, {pr.aux, &rep.Aux}} {
 		if p.pid != 0 {
 			*p.out = &ProcReport{Pid: p.pid, RSSPeakMiB: mib(pr.rssPeak[p.pid]), RSSEndMiB: mib(rssEnd[p.pid]),
-				CPUSec: cpuAfter.procs[p.pid] - cpuBefore.procs[p.pid]}
+				CPUSec: after.procs[p.pid] - before.procs[p.pid]}
 		}
 	}
 	pr.mu.Lock()
@@ -180,14 +220,11 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	for err := range pr.errs {
 		rep.Errors = append(rep.Errors, err)
 	}
-	if cfg.idle {
-		rep.Idle = &IdleReport{Conns: ready, RSSBeforeMiB: mib(rssBefore[pr.server]), RSSAfterMiB: mib(rssEnd[pr.server])}
-		if ready > 0 {
-			rep.Idle.PerConnKiB = float64(rssEnd[pr.server]-rssBefore[pr.server]) / 1024 / float64(ready)
-		}
-	} else {
-		account(rep, readers, db, winStart.UnixNano())
-	}
+}
+
+// reportReaders adds up the readers' reconnects and failures, and lists
+// their last errors with how many readers had each (sorted, at most 20).
+func reportReaders(rep *Report, readers []*reader) {
 	errs := map[string]int{}
 	for _, r := range readers {
 		rep.Reconnects += r.planned.Load()
@@ -206,7 +243,6 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	if len(rep.Errors) > 20 {
 		rep.Errors = rep.Errors[:20]
 	}
-	return rep, nil
 }
 
 // account checks every reader against the writer's log.
