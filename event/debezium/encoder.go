@@ -175,9 +175,7 @@ func (e *txnEncoder) images(ev *event.Event, tbl *table) (rowImages, bool) {
 	j := ev.JSON
 	e.scratch = e.scratch[:0]
 	var im rowImages
-	// The members before "key" are strings whose quotes are escaped, so
-	// the first `,"key":` is the member itself.
-	k := bytes.Index(j, keyMember)
+	k := keyAt(ev)
 	if k < 0 {
 		return im, false
 	}
@@ -195,6 +193,25 @@ func (e *txnEncoder) images(ev *event.Event, tbl *table) (rowImages, bool) {
 	}
 	im.after, im.afterKey, _, ok = e.image(tbl, j, i+len(afterMember))
 	return im, ok
+}
+
+// keyAt is where the key member (`,"key":`) starts in a change event's
+// bytes, -1 if nowhere. The default format writes the members before it
+// as {"type":"change","op":OP,"keyspace":K,"shard":S,"table":T: where
+// those strings need no escapes, the member is at a known offset;
+// otherwise the first `,"key":` is the member itself, as the strings
+// before it have their quotes escaped.
+func keyAt(ev *event.Event) int {
+	j := ev.JSON
+	k := len(`{"type":"change","op":"","keyspace":"","shard":"","table":""`) +
+		len(ev.Op) + len(ev.Keyspace) + len(ev.Shard) + len(ev.Table)
+	// The table member must end there too: then the key member is the one.
+	t := k - len(ev.Table) - len(`,"table":""`)
+	if t > 0 && k+len(keyMember) <= len(j) && string(j[k:k+len(keyMember)]) == string(keyMember) &&
+		string(j[t:t+len(`,"table":"`)]) == `,"table":"` && string(j[k-len(ev.Table)-1:k-1]) == ev.Table && j[k-1] == '"' {
+		return k
+	}
+	return bytes.Index(j, keyMember)
 }
 
 var (
@@ -247,9 +264,7 @@ func (e *txnEncoder) image(tbl *table, j []byte, i int) (img, key [2]int, end in
 // out as the gateway writes them; change then takes the general way.
 func (e *txnEncoder) direct(ev *event.Event, tbl *table) bool {
 	j := ev.JSON
-	// The members before "key" are strings whose quotes are escaped, so
-	// the first `,"key":` is the member itself.
-	k := bytes.Index(j, keyMember)
+	k := keyAt(ev)
 	if k < 0 {
 		return false
 	}

@@ -1,9 +1,12 @@
 package debezium
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/vstream-gateway/vstream-gateway/event"
 )
 
 // skipString must find the end of every JSON string, short or long, with
@@ -30,5 +33,37 @@ func TestSkipString(t *testing.T) {
 		if got := skipString([]byte(bad), 0); got != -1 {
 			t.Errorf("skipString(%q) = %d, want -1 (unterminated)", bad, got)
 		}
+	}
+}
+
+// keyAt finds the key member where the default format puts it, and where
+// the names before it were escaped or the event's fields do not match its
+// bytes, by searching: never a "key" column of an image.
+func TestKeyAt(t *testing.T) {
+	for _, c := range []struct {
+		ev   event.Event
+		want string // what follows the member
+	}{
+		{event.Event{Op: "insert", Keyspace: "ks", Shard: "-80", Table: "t",
+			JSON: []byte(`{"type":"change","op":"insert","keyspace":"ks","shard":"-80","table":"t","key":{"id":1},"before":null,"after":{"id":1,"key":2}`)}, `{"id":1}`},
+		// An escaped table name: the member is one byte further on.
+		{event.Event{Op: "insert", Keyspace: "ks", Shard: "0", Table: `a"b`,
+			JSON: []byte(`{"type":"change","op":"insert","keyspace":"ks","shard":"0","table":"a\"b","key":{"key":1},"before":null,"after":{"key":1}`)}, `{"key":1}`},
+	} {
+		k := keyAt(&c.ev)
+		if k < 0 || !bytes.HasPrefix(c.ev.JSON[k:], []byte(`,"key":`+c.want)) {
+			t.Errorf("%s: key member at %d", c.ev.JSON, k)
+		}
+	}
+	// A Table field longer than the bytes' table puts the computed place
+	// on a "key" column of the after image: the table check refuses it.
+	j := `{"type":"change","op":"insert","keyspace":"ks","shard":"0","table":"t","key":null,"before":null,"after":{"a":1,"key":2}`
+	at := strings.LastIndex(j, `,"key":`)
+	ev := event.Event{Op: "insert", Keyspace: "ks", Shard: "0", Table: "t" + strings.Repeat("x", at-strings.Index(j, `,"key":`)), JSON: []byte(j)}
+	if len(`{"type":"change","op":"","keyspace":"","shard":"","table":""`)+len("insert")+len("ks")+len("0")+len(ev.Table) != at {
+		t.Fatal("the case does not aim where it should")
+	}
+	if k := keyAt(&ev); k != strings.Index(j, `,"key":`) {
+		t.Errorf("key member at %d, want %d", k, strings.Index(j, `,"key":`))
 	}
 }
