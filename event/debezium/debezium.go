@@ -91,30 +91,20 @@ func Encode(t Txn, o Options) []event.Event {
 	return out
 }
 
-// finish gives each event its bytes: copied from the scratch buffer into
-// blocks of at most outBlock bytes (an event longer has its own), which
-// the allocator serves from its size classes, rather than one large
-// allocation per transaction.
+// finish gives each event its bytes, copied from the scratch buffer into
+// the encoder's slab: blocks shared with the events of other
+// transactions, as the default format's events are (event.Slab), rather
+// than allocations of each transaction's own.
 func (e *txnEncoder) finish(out []event.Event) {
-	var block []byte
 	start := 0
 	for i, end := range e.ends {
 		if end < 0 {
 			continue
 		}
-		b := e.buf[start:end]
-		if cap(block)-len(block) < len(b) {
-			block = make([]byte, 0, max(min(outBlock, len(e.buf)-start), len(b)))
-		}
-		start = end
-		n := len(block)
-		block = append(block, b...)
-		out[i].JSON = block[n:len(block):len(block)]
+		out[i].JSON = e.slab.Copy(e.buf[start:end])
 		out[i].Tail = e.tails[i]
+		start = end
 	}
 }
 
-const (
-	outBlock   = 16 << 10
-	maxScratch = 1 << 20
-)
+const maxScratch = 1 << 20

@@ -10,9 +10,10 @@ import (
 
 // txnEncoder holds what every event of one transaction shares.
 type txnEncoder struct {
-	t   Txn
-	o   Options
-	buf []byte
+	t    Txn
+	o    Options
+	slab *event.Slab // where the events' bytes and tails end up
+	buf  []byte
 	// ends is where each event's own bytes end in buf, -1 for a control
 	// event passed through; tails are their tails (event.Event.Tail).
 	ends    []int
@@ -46,6 +47,7 @@ type txnEncoder struct {
 func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	e := encoders.Get().(*txnEncoder)
 	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
+	e.slab = slabs.Get().(*event.Slab)
 	e.total, e.lastSchema, e.lastTable = 0, nil, nil
 	e.lastTailKey, e.lastTail = tailKey{}, nil
 	e.orders = e.orders[:0]
@@ -77,8 +79,15 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 // are written into them, then copied out at their final size (finish).
 var encoders = sync.Pool{New: func() any { return &txnEncoder{buf: make([]byte, 0, 64<<10)} }}
 
+// slabs hold the blocks the encoded events are copied into. A block is
+// shared by the events of several transactions, and lives as long as one
+// of them does, as the default format's blocks (event.Slab).
+var slabs = sync.Pool{New: func() any { return new(event.Slab) }}
+
 // release returns e to the pool, unless a huge transaction grew it.
 func (e *txnEncoder) release() {
+	slabs.Put(e.slab)
+	e.slab = nil
 	if cap(e.buf) > maxScratch || cap(e.scratch) > maxScratch || cap(e.tailBuf) > maxScratch {
 		return
 	}

@@ -144,7 +144,7 @@ func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 		b = append(b, '}')
 	}
 	e.tailBuf = b
-	t := append(make([]byte, 0, len(b)), b...)
+	t := e.slab.Copy(b)
 	if e.tailsBy == nil {
 		e.tailsBy = make(map[tailKey][]byte, 1)
 	}
