@@ -24,8 +24,8 @@ type txnEncoder struct {
 	lastTailKey tailKey
 	lastTail    []byte
 	tailBuf     []byte // where tails are built
-	// vgtid is source.vgtid and transaction.id, a JSON string of vgtidRaw.
-	vgtid, vgtidRaw []byte
+	// vgtid is source.vgtid and transaction.id (vgtidString).
+	vgtid []byte
 	// sourceHead is the source block up to its keyspace, for change rows
 	// ([0]) and copy rows ([1]).
 	sourceHead [2][]byte
@@ -56,8 +56,7 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	if e.schemaKey != "debezium:"+o.Stream {
 		e.schemaKey = "debezium:" + o.Stream
 	}
-	e.vgtidRaw = vgtidJSON(e.vgtidRaw[:0], t.VGtid)
-	e.vgtid = appendQuoted(e.vgtid[:0], e.vgtidRaw)
+	e.vgtid = vgtidString(e.vgtid[:0], t.VGtid)
 	commitMS := t.CommitTS * 1000
 	if commitMS == 0 {
 		commitMS = e.tsMS // copy rows: when they were read

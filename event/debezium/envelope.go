@@ -8,23 +8,38 @@ import (
 	"github.com/vstream-gateway/vstream-gateway/event"
 )
 
-// vgtidJSON is a position as the connector writes it:
-// [{"keyspace":"…","shard":"…","gtid":"…"},…].
-func vgtidJSON(b []byte, v *binlogdatapb.VGtid) []byte {
-	b = append(b, '[')
+// vgtidString is a position as the connector writes it: a JSON string
+// holding [{"keyspace":"…","shard":"…","gtid":"…"},…], written at once, the
+// inner document's quotes escaped as they are written.
+func vgtidString(b []byte, v *binlogdatapb.VGtid) []byte {
+	b = append(b, `"[`...)
 	for i, sg := range v.GetShardGtids() {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"keyspace":`...)
-		b = appendString(b, sg.GetKeyspace())
-		b = append(b, `,"shard":`...)
-		b = appendString(b, sg.GetShard())
-		b = append(b, `,"gtid":`...)
-		b = appendString(b, sg.GetGtid())
+		b = append(b, `{\"keyspace\":`...)
+		b = appendInner(b, sg.GetKeyspace())
+		b = append(b, `,\"shard\":`...)
+		b = appendInner(b, sg.GetShard())
+		b = append(b, `,\"gtid\":`...)
+		b = appendInner(b, sg.GetGtid())
 		b = append(b, '}')
 	}
-	return append(b, ']')
+	return append(b, `]"`...)
+}
+
+// appendInner appends s as a JSON string inside a JSON string: quoted, and
+// the result escaped again. Names and GTIDs are plain printable ASCII,
+// which needs neither step's escapes.
+func appendInner(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return appendEscaped(b, appendString(nil, s))
+		}
+	}
+	b = append(b, `\"`...)
+	b = append(b, s...)
+	return append(b, `\"`...)
 }
 
 // appendEvent appends one event's own bytes to e.buf and notes its tail,

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	binlogdatapb "vitess.io/vitess/go/vt/proto/binlogdata"
+
 	"github.com/vstream-gateway/vstream-gateway/event"
 )
 
@@ -65,5 +67,36 @@ func TestKeyAt(t *testing.T) {
 	}
 	if k := keyAt(&ev); k != strings.Index(j, `,"key":`) {
 		t.Errorf("key member at %d, want %d", k, strings.Index(j, `,"key":`))
+	}
+}
+
+// vgtidString is the JSON string of the position's JSON document, as
+// encoding/json writes both, for plain names and for names with quotes,
+// backslashes, control and non-ASCII characters.
+func TestVGtidString(t *testing.T) {
+	for _, names := range [][3]string{
+		{"customer", "-80", "MariaDB/0-1285670802-13286"},
+		{`we"ird`, `a\b`, "MySQL56/1a2b:1-5\n"},
+		{"ké", "80-", "\u2028\x01"},
+	} {
+		v := &binlogdatapb.VGtid{ShardGtids: []*binlogdatapb.ShardGtid{
+			{Keyspace: names[0], Shard: names[1], Gtid: names[2]},
+			{Keyspace: "customer", Shard: "80-", Gtid: "MariaDB/0-1-2"},
+		}}
+		type sg struct {
+			Keyspace string `json:"keyspace"`
+			Shard    string `json:"shard"`
+			Gtid     string `json:"gtid"`
+		}
+		doc, _ := json.Marshal([]sg{{names[0], names[1], names[2]}, {"customer", "80-", "MariaDB/0-1-2"}})
+		var got, want string
+		if err := json.Unmarshal(vgtidString(nil, v), &got); err != nil {
+			t.Fatalf("%q: %s is not a JSON string: %v", names, vgtidString(nil, v), err)
+		}
+		want = string(doc)
+		var a, b []sg
+		if json.Unmarshal([]byte(got), &a) != nil || json.Unmarshal([]byte(want), &b) != nil || len(a) != 2 || a[0] != b[0] || a[1] != b[1] {
+			t.Errorf("%q: got %s, want %s", names, got, want)
+		}
 	}
 }

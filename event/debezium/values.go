@@ -117,13 +117,22 @@ func appendSet(dst []byte, v []byte) []byte {
 // characters outside escapes, so only quotes and backslashes are escaped.
 func appendQuoted(dst []byte, v []byte) []byte {
 	dst = append(dst, '"')
-	for _, ch := range v {
-		if ch == '"' || ch == '\\' {
-			dst = append(dst, '\\')
-		}
-		dst = append(dst, ch)
-	}
+	dst = appendEscaped(dst, v)
 	return append(dst, '"')
+}
+
+// appendEscaped appends v with its quotes and backslashes escaped, in runs
+// between them.
+func appendEscaped(dst []byte, v []byte) []byte {
+	start := 0
+	for i, ch := range v {
+		if ch == '"' || ch == '\\' {
+			dst = append(dst, v[start:i]...)
+			dst = append(dst, '\\', ch)
+			start = i + 1
+		}
+	}
+	return append(dst, v[start:]...)
 }
 
 // parseDate reads "YYYY-MM-DD" from v[at:] (at skips an opening quote) as
