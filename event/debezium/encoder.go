@@ -16,19 +16,22 @@ type txnEncoder struct {
 	buf  []byte
 	// ends is where each event's own bytes end in buf, -1 for a control
 	// event passed through; tails are their tails (event.Event.Tail).
-	ends    []int
-	tails   [][]byte
-	tailsBy map[tailKey][]byte
-	// lastTail is the tail of the last event: a transaction's events are
-	// mostly of one table and shard.
-	lastTailKey tailKey
-	lastTail    []byte
-	tailBuf     []byte // where tails are built
+	ends  []int
+	tails [][]byte
+	// built are the tails made for the transaction: a few (tables and
+	// shards), searched in a short list faster than a map is hashed, the
+	// last one first: a transaction's events are mostly of one table and
+	// shard.
+	built   []builtTail
+	tailBuf []byte // where tails are built
 	// vgtid is source.vgtid and transaction.id (vgtidString).
 	vgtid []byte
 	// sourceHead is the source block up to its keyspace, for change rows
-	// ([0]) and copy rows ([1]).
+	// ([0]) and copy rows ([1]), made when a row of the kind first needs
+	// it (head).
 	sourceHead [2][]byte
+	headMade   [2]bool
+	commitMS   int64
 	tsMS       int64
 	total      int64
 	orders     []tableOrder // data_collection_order per table
@@ -49,29 +52,37 @@ func newTxnEncoder(t Txn, o Options) *txnEncoder {
 	e.t, e.o, e.tsMS = t, o, t.Received.UnixMilli()
 	e.slab = slabs.Get().(*event.Slab)
 	e.total, e.lastSchema, e.lastTable = 0, nil, nil
-	e.lastTailKey, e.lastTail = tailKey{}, nil
-	e.orders = e.orders[:0]
-	clear(e.tailsBy)
+	e.orders, e.built, e.headMade = e.orders[:0], e.built[:0], [2]bool{}
 	e.buf, e.ends, e.tails, e.scratch = e.buf[:0], e.ends[:0], e.tails[:0], e.scratch[:0]
 	if e.schemaKey != "debezium:"+o.Stream {
 		e.schemaKey = "debezium:" + o.Stream
 	}
 	e.vgtid = vgtidString(e.vgtid[:0], t.VGtid)
-	commitMS := t.CommitTS * 1000
-	if commitMS == 0 {
-		commitMS = e.tsMS // copy rows: when they were read
-	}
-	for i, snapshot := range [2]string{"false", "true"} {
-		b := append(e.sourceHead[i][:0], `,"source":{"version":"`+Version+`","connector":"vitess","name":`...)
-		b = appendString(b, o.Stream)
-		b = append(b, `,"ts_ms":`...)
-		b = strconv.AppendInt(b, commitMS, 10)
-		b = append(b, `,"snapshot":"`...)
-		b = append(b, snapshot...)
-		b = append(b, `","db":"","sequence":null,"keyspace":`...)
-		e.sourceHead[i] = b
+	e.commitMS = t.CommitTS * 1000
+	if e.commitMS == 0 {
+		e.commitMS = e.tsMS // copy rows: when they were read
 	}
 	return e
+}
+
+// head is the source block up to its keyspace for a change row or, with
+// snapshot, a copy row.
+func (e *txnEncoder) head(snapshot bool) []byte {
+	i, flag := 0, "false"
+	if snapshot {
+		i, flag = 1, "true"
+	}
+	if !e.headMade[i] {
+		b := append(e.sourceHead[i][:0], `,"source":{"version":"`+Version+`","connector":"vitess","name":`...)
+		b = appendString(b, e.o.Stream)
+		b = append(b, `,"ts_ms":`...)
+		b = strconv.AppendInt(b, e.commitMS, 10)
+		b = append(b, `,"snapshot":"`...)
+		b = append(b, flag...)
+		b = append(b, `","db":"","sequence":null,"keyspace":`...)
+		e.sourceHead[i], e.headMade[i] = b, true
+	}
+	return e.sourceHead[i]
 }
 
 // encoders recycles encoders with their buffers: a transaction's events
@@ -93,10 +104,9 @@ func (e *txnEncoder) release() {
 	// Nothing of the transaction stays reachable from the pool.
 	e.t = Txn{}
 	clear(e.tails)
-	clear(e.tailsBy)
+	clear(e.built)
 	clear(e.orders)
 	e.lastSchema, e.lastTable = nil, nil
-	e.lastTailKey, e.lastTail = tailKey{}, nil
 	encoders.Put(e)
 }
 

@@ -129,16 +129,20 @@ type tailKey struct {
 	inTxn    bool
 }
 
+// builtTail is a tail made for the transaction, and what made it.
+type builtTail struct {
+	key  tailKey
+	tail []byte
+}
+
 // tail returns the shared end of an event (see appendEvent), built once
 // per transaction, table, shard and kind of row.
 func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 	k := tailKey{tbl, ev.Shard, ev.Op == event.OpSnapshot, inTxn}
-	if e.lastTail != nil && k == e.lastTailKey {
-		return e.lastTail
-	}
-	if t, ok := e.tailsBy[k]; ok {
-		e.lastTailKey, e.lastTail = k, t
-		return t
+	for i := len(e.built) - 1; i >= 0; i-- {
+		if e.built[i].key == k {
+			return e.built[i].tail
+		}
 	}
 	b := e.tailBuf[:0]
 	if inTxn {
@@ -160,11 +164,7 @@ func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 	}
 	e.tailBuf = b
 	t := e.slab.Copy(b)
-	if e.tailsBy == nil {
-		e.tailsBy = make(map[tailKey][]byte, 1)
-	}
-	e.tailsBy[k] = t
-	e.lastTailKey, e.lastTail = k, t
+	e.built = append(e.built, builtTail{k, t})
 	return t
 }
 
@@ -191,11 +191,7 @@ func (e *txnEncoder) appendKeyDoc(b []byte, tbl *table, key []byte) []byte {
 }
 
 func (e *txnEncoder) appendSource(b []byte, ev *event.Event, tbl *table) []byte {
-	if ev.Op == event.OpSnapshot {
-		b = append(b, e.sourceHead[1]...)
-	} else {
-		b = append(b, e.sourceHead[0]...)
-	}
+	b = append(b, e.head(ev.Op == event.OpSnapshot)...)
 	if tbl != nil {
 		b = append(b, tbl.sourceTable...)
 	} else {
