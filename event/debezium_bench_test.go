@@ -56,31 +56,13 @@ func BenchmarkFormatDefault(b *testing.B) {
 // re-encoding of the default format's event, done once per transaction
 // for all its Debezium readers, in transactions of 1 and of 100 rows.
 func BenchmarkFormatDebezium(b *testing.B) {
-	tbl, rc := benchCustomer(b)
-	ev, err := tbl.Encode(event.OpInsert, rc, docCommit)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, rows := range []int{1, 100} {
-		for _, schemas := range []bool{false, true} {
-			name := "rows=" + strconv.Itoa(rows)
-			if schemas {
-				name += "/schemas"
-			}
-			b.Run(name, func(b *testing.B) {
-				txn := debezium.Txn{Events: make([]event.Event, rows), VGtid: docVGtid, CommitTS: docCommit, Received: time.UnixMilli(docReceived)}
-				for i := range txn.Events {
-					txn.Events[i] = ev
-				}
-				o := debezium.Options{Stream: "app", Schemas: schemas}
-				b.ReportAllocs()
-				for b.Loop() {
-					debezium.Encode(txn, o)
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
-			})
+	debeziumCases(b, []int{1, 100}, func(b *testing.B, txn debezium.Txn, o debezium.Options) {
+		b.ReportAllocs()
+		for b.Loop() {
+			debezium.Encode(txn, o)
 		}
-	}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(txn.Events)), "ns/row")
+	})
 }
 
 // BenchmarkFormatRatio measures both encodings in turns within each
@@ -92,42 +74,50 @@ func BenchmarkFormatDebezium(b *testing.B) {
 // other.
 func BenchmarkFormatRatio(b *testing.B) {
 	tbl, rc := benchCustomer(b)
+	const rows = 100
+	debeziumCases(b, []int{1, 10, 100}, func(b *testing.B, txn debezium.Txn, o debezium.Options) {
+		var slab event.Slab
+		var def, dbz time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			for range rows {
+				if _, err := tbl.EncodeIn(&slab, event.OpInsert, rc, docCommit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			t1 := time.Now()
+			for range rows / len(txn.Events) {
+				debezium.Encode(txn, o)
+			}
+			def, dbz = def+t1.Sub(t0), dbz+time.Since(t1)
+		}
+		n := float64(b.N * rows)
+		b.ReportMetric(float64(def.Nanoseconds())/n, "default-ns/row")
+		b.ReportMetric(float64(dbz.Nanoseconds())/n, "debezium-ns/row")
+		b.ReportMetric(float64(dbz)/float64(def), "ratio")
+	})
+}
+
+// debeziumCases runs bench once per transaction size and with and without
+// schemas, on a transaction of that many inserts of the benchmark row.
+func debeziumCases(b *testing.B, sizes []int, bench func(b *testing.B, txn debezium.Txn, o debezium.Options)) {
+	tbl, rc := benchCustomer(b)
 	ev, err := tbl.Encode(event.OpInsert, rc, docCommit)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const rows = 100
-	for _, perTxn := range []int{1, 10, 100} {
+	for _, rows := range sizes {
 		for _, schemas := range []bool{false, true} {
-			name := "rows=" + strconv.Itoa(perTxn)
+			name := "rows=" + strconv.Itoa(rows)
 			if schemas {
 				name += "/schemas"
 			}
 			b.Run(name, func(b *testing.B) {
-				txn := debezium.Txn{Events: make([]event.Event, perTxn), VGtid: docVGtid, CommitTS: docCommit, Received: time.UnixMilli(docReceived)}
+				txn := debezium.Txn{Events: make([]event.Event, rows), VGtid: docVGtid, CommitTS: docCommit, Received: time.UnixMilli(docReceived)}
 				for i := range txn.Events {
 					txn.Events[i] = ev
 				}
-				o := debezium.Options{Stream: "app", Schemas: schemas}
-				var slab event.Slab
-				var def, dbz time.Duration
-				for b.Loop() {
-					t0 := time.Now()
-					for range rows {
-						if _, err := tbl.EncodeIn(&slab, event.OpInsert, rc, docCommit); err != nil {
-							b.Fatal(err)
-						}
-					}
-					t1 := time.Now()
-					for range rows / perTxn {
-						debezium.Encode(txn, o)
-					}
-					def, dbz = def+t1.Sub(t0), dbz+time.Since(t1)
-				}
-				n := float64(b.N * rows)
-				b.ReportMetric(float64(def.Nanoseconds())/n, "default-ns/row")
-				b.ReportMetric(float64(dbz.Nanoseconds())/n, "debezium-ns/row")
-				b.ReportMetric(float64(dbz)/float64(def), "ratio")
+				bench(b, txn, debezium.Options{Stream: "app", Schemas: schemas})
 			})
 		}
 	}
