@@ -51,22 +51,10 @@ var verbs = map[string]verb{
 	"reverse": {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
 		return c.ReverseTraffic(ctx, a[0], a[1])
 	}},
-	"cancel":   {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error { return c.Cancel(ctx, a[0], a[1]) }},
-	"complete": {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error { return c.Complete(ctx, a[0], a[1]) }},
-	"stop-tablet": {1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
-		uid, err := tabletUID(a[0])
-		if err != nil {
-			return err
-		}
-		return c.StopTablet(ctx, uid)
-	}},
-	"start-tablet": {1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
-		uid, err := tabletUID(a[0])
-		if err != nil {
-			return err
-		}
-		return c.StartTablet(ctx, uid)
-	}},
+	"cancel":       {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error { return c.Cancel(ctx, a[0], a[1]) }},
+	"complete":     {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error { return c.Complete(ctx, a[0], a[1]) }},
+	"stop-tablet":  onTablet(tabletUID, (*vtlocal.Cluster).StopTablet),
+	"start-tablet": onTablet(tabletUID, (*vtlocal.Cluster).StartTablet),
 	"add-replica": {2, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
 		return printAlias(c.AddReplica(ctx, a[0], a[1]))
 	}},
@@ -76,23 +64,22 @@ var verbs = map[string]verb{
 	"ers": {-1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
 		return reparent(ctx, c.EmergencyReparent, a)
 	}},
-	"kill-mysqld": {1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
-		uid, err := parseTablet(a[0])
-		if err != nil {
-			return err
-		}
-		return c.KillMySQL(ctx, uid)
-	}},
-	"remove-tablet": {1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
-		uid, err := parseTablet(a[0])
-		if err != nil {
-			return err
-		}
-		return c.RemoveTablet(ctx, uid)
-	}},
+	"kill-mysqld":    onTablet(parseTablet, (*vtlocal.Cluster).KillMySQL),
+	"remove-tablet":  onTablet(parseTablet, (*vtlocal.Cluster).RemoveTablet),
 	"restart-vtgate": {0, func(ctx context.Context, c *vtlocal.Cluster, _ []string) error { return c.RestartVtgate(ctx) }},
 	"stop-vtgate":    {0, func(ctx context.Context, c *vtlocal.Cluster, _ []string) error { return c.StopVtgate(ctx) }},
 	"start-vtgate":   {0, func(ctx context.Context, c *vtlocal.Cluster, _ []string) error { return c.StartVtgate(ctx) }},
+}
+
+// onTablet is a verb of one tablet, read by parse.
+func onTablet(parse func(string) (int, error), do func(*vtlocal.Cluster, context.Context, int) error) verb {
+	return verb{1, func(ctx context.Context, c *vtlocal.Cluster, a []string) error {
+		uid, err := parse(a[0])
+		if err != nil {
+			return err
+		}
+		return do(c, ctx, uid)
+	}}
 }
 
 func runVerb(ctx context.Context, c *vtlocal.Cluster, name string, args []string) error {
