@@ -82,26 +82,33 @@ func Formatted(r Reader, f *Format) Reader {
 	if f == nil {
 		return r
 	}
-	return formatted{r, f}
+	return Mapped(r, f.Apply)
 }
 
-type formatted struct {
+// Mapped is r with apply applied to every delivery it returns: a step of
+// the outbound path (a format, a token's scope) between a subscription and
+// what reads it.
+func Mapped(r Reader, apply func(*hub.Delivery) *hub.Delivery) Reader {
+	return mapped{r, apply}
+}
+
+type mapped struct {
 	Reader
-	f *Format
+	apply func(*hub.Delivery) *hub.Delivery
 }
 
-func (r formatted) Next(ctx context.Context) (*hub.Delivery, error) {
+func (r mapped) Next(ctx context.Context) (*hub.Delivery, error) {
 	d, err := r.Reader.Next(ctx)
 	if err != nil {
 		return d, err
 	}
-	return r.f.Apply(d), nil
+	return r.apply(d), nil
 }
 
-func (r formatted) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
+func (r mapped) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
 	d, ok, err := r.Reader.TryNext(ctx)
 	if !ok || err != nil {
 		return d, ok, err
 	}
-	return r.f.Apply(d), true, nil
+	return r.apply(d), true, nil
 }

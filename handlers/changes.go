@@ -133,7 +133,9 @@ func (a *API) collect(ctx context.Context, s *hub.Subscription, b *batch, limit 
 		// LiveLinger join the first, one page for them all.
 		lim.Linger = a.PullConfig.LiveLinger
 	}
-	c := feed.NewCollector(scopedFeed{s, outboundFor(ctx, s.Definition().Name, "pull")}, opts...)
+	// The outbound step applied as the collector reads: the page counts
+	// only the events the token may see.
+	c := feed.NewCollector(feed.Mapped(s, outboundFor(ctx, s.Definition().Name, "pull").apply), opts...)
 	res, err := c.Collect(ctx, b, lim)
 	if err != nil {
 		return err
@@ -189,29 +191,6 @@ func (b *batch) Add(d *hub.Delivery) {
 		}
 		b.count++
 	}
-}
-
-// scopedFeed applies a pull request's outbound step as the collector reads:
-// the page counts only the events the token may see.
-type scopedFeed struct {
-	*hub.Subscription
-	o *outbound
-}
-
-func (f scopedFeed) Next(ctx context.Context) (*hub.Delivery, error) {
-	d, err := f.Subscription.Next(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return f.o.apply(d), nil
-}
-
-func (f scopedFeed) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
-	d, ok, err := f.Subscription.TryNext(ctx)
-	if !ok || err != nil {
-		return d, ok, err
-	}
-	return f.o.apply(d), true, nil
 }
 
 func intParam(s string, def, min, max int, name string) (int, error) {
