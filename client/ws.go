@@ -92,14 +92,14 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 	var (
 		asm assembler
 		bye *disconnect
-		buf bytes.Buffer
+		last int // the size of the last message
 	)
 	for {
 		_, r, err := conn.Reader(context.Background())
+		// A buffer per message, sized as the last one: the events decoded
+		// from it refer to it.
+		buf := bytes.NewBuffer(make([]byte, 0, last+bytes.MinRead))
 		if err == nil {
-			// A buffer per message, sized as the last one: the events
-			// decoded from it refer to it.
-			buf = *bytes.NewBuffer(make([]byte, 0, buf.Len()+bytes.MinRead))
 			_, err = buf.ReadFrom(r)
 		}
 		if err != nil {
@@ -107,6 +107,7 @@ func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog
 		}
 		dog.touch()
 		msg := buf.Bytes()
+		last = len(msg)
 		evs, err := c.dec.message(msg)
 		if err != nil {
 			return fmt.Errorf("a message that is not JSON: %w", err)

@@ -112,3 +112,12 @@ func (r mapped) TryNext(ctx context.Context) (*hub.Delivery, bool, error) {
 	}
 	return r.apply(d), true, nil
 }
+
+// SplitCopy passes the collector's room on to a reader that can cut copy
+// batches (copySplitter): a mapped reader pages a snapshot as the reader
+// under it would.
+func (r mapped) SplitCopy(rows int) {
+	if cs, ok := r.Reader.(copySplitter); ok {
+		cs.SplitCopy(rows)
+	}
+}
