@@ -20,16 +20,18 @@ type snapshotPage struct {
 
 // pageSnapshot pulls pages of limit events from cursor until the snapshot
 // is complete (or pages run out), returning the copied rows' ids in order,
-// the cursor after each page, and the largest page seen.
-func pageSnapshot(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids []string, cursors []string, largest int) {
+// the cursor after each page with how many ids had come by then (a page
+// may be empty: a long-poll that ended before the copy sent rows), and the
+// largest page seen.
+func pageSnapshot(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids []string, cursors []string, idsAt []int, largest int) {
 	t.Helper()
-	ids, _, cursors, largest = pageSnapshotTables(t, ctx, g, stream, cursor, limit, maxPages)
-	return ids, cursors, largest
+	ids, _, cursors, idsAt, largest = pageSnapshotTables(t, ctx, g, stream, cursor, limit, maxPages)
+	return ids, cursors, idsAt, largest
 }
 
 // pageSnapshotTables is pageSnapshot that also returns the keys of the
 // copied rows of the stream's other tables (corder's order_id).
-func pageSnapshotTables(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids, orders, cursors []string, largest int) {
+func pageSnapshotTables(t *testing.T, ctx context.Context, g *gateway, stream, cursor string, limit, maxPages int) (ids, orders, cursors []string, idsAt []int, largest int) {
 	t.Helper()
 	for range maxPages {
 		q := url.Values{"limit": {strconv.Itoa(limit)}, "wait": {"2s"}}
@@ -58,8 +60,9 @@ func pageSnapshotTables(t *testing.T, ctx context.Context, g *gateway, stream, c
 		}
 		cursor = p.NextCursor
 		cursors = append(cursors, cursor)
+		idsAt = append(idsAt, len(ids))
 		if done {
-			return ids, orders, cursors, largest
+			return ids, orders, cursors, idsAt, largest
 		}
 	}
 	t.Fatalf("snapshot not complete after %d pages", maxPages)
@@ -88,22 +91,24 @@ func TestSnapshotPagesHonourLimit(t *testing.T) {
 		want[id] = true
 	}
 	const limit = 50
-	ids, cursors, largest := pageSnapshot(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
+	ids, cursors, idsAt, largest := pageSnapshot(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
 	t.Logf("%d rows in the table, copied in %d pages of at most %d", len(want), len(cursors), largest)
 	if largest > limit {
 		t.Errorf("a snapshot page held %d events, limit %d", largest, limit)
 	}
 	checkIDs(t, "paged snapshot", ids, want)
 
-	// Resume from the cursor after the third page on a gateway that has
-	// nothing parked: vtgate continues the copy after its row.
-	if len(cursors) < 5 {
-		t.Fatalf("only %d pages: too few to resume in the middle", len(cursors))
+	// Resume from the cursor after the third page that held rows (the
+	// first pages can be empty while the copy starts), on a gateway that
+	// has nothing parked: vtgate continues the copy after its row.
+	k := slices.IndexFunc(idsAt, func(n int) bool { return n >= 3*limit })
+	if k < 0 || idsAt[k] >= len(ids) {
+		t.Fatalf("pages of %v rows: too few to resume in the middle", idsAt)
 	}
 	g2 := startGateway(t, withRedis(t)...)
-	rest, _, _ := pageSnapshot(t, ctx, g2, stream, cursors[2], 1000, len(want)+20)
+	rest, _, _, _ := pageSnapshot(t, ctx, g2, stream, cursors[k], 1000, len(want)+20)
 	seen := map[string]bool{}
-	for _, id := range ids[:3*limit] {
+	for _, id := range ids[:idsAt[k]] {
 		seen[id] = true
 	}
 	left := map[string]bool{}
@@ -192,7 +197,7 @@ func TestSnapshotWithTheTailRunning(t *testing.T) {
 		orders[id] = true
 	}
 	const limit = 50
-	ids, gotOrders, cursors, _ := pageSnapshotTables(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
+	ids, gotOrders, cursors, _, _ := pageSnapshotTables(t, ctx, g, stream, "", limit, len(want)/limit*2+20)
 	t.Logf("%d customers and %d orders, copied in %d pages with the tail running", len(want), len(orders), len(cursors))
 	checkIDs(t, "customers beside a running tail", ids, want)
 	checkIDs(t, "orders beside a running tail", gotOrders, orders)
@@ -203,7 +208,7 @@ func TestSnapshotWithTheTailRunning(t *testing.T) {
 		t.Fatalf("only %d pages: too few to resume inside customer's copy", len(cursors))
 	}
 	g2 := startGateway(t, withRedis(t)...)
-	rest, again, _, _ := pageSnapshotTables(t, ctx, g2, stream, cursors[2], 1000, len(want)+20)
+	rest, again, _, _, _ := pageSnapshotTables(t, ctx, g2, stream, cursors[2], 1000, len(want)+20)
 	if len(again) > 0 {
 		t.Errorf("resumed inside customer's copy: %d orders copied again", len(again))
 	}
