@@ -90,8 +90,8 @@ func wsSend(ctx context.Context, conn *websocket.Conn, msg map[string]string) er
 // ends).
 func (c *Client) readWS(ctx context.Context, conn *websocket.Conn, dog *watchdog) error {
 	var (
-		asm assembler
-		bye *disconnect
+		asm  assembler
+		bye  *disconnect
 		last int // the size of the last message
 	)
 	for {
