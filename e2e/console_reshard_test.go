@@ -80,7 +80,7 @@ func TestConsoleReshard(t *testing.T) {
 		for during.Err() == nil {
 			if err := w.insert(ctx, "during", 1); err != nil {
 				t.Logf("write during the reshard failed: %v", err)
-				w.recoverAmbiguous(ctx, t, "during")
+				w.recoverAmbiguous(ctx, t, err)
 				wait.Sleep(during, 100*time.Millisecond) // pacing: writes fail for a moment around the switch
 				continue
 			}

@@ -248,7 +248,7 @@ func (c *jsControl) startWriter(ctx context.Context, phase string) {
 			case <-tick.C:
 			}
 			if err := c.w.insert(ctx, phase, 1); err != nil && ctx.Err() == nil {
-				c.w.recoverAmbiguous(ctx, c.t, phase)
+				c.w.recoverAmbiguous(ctx, c.t, err)
 			}
 		}
 	}()

@@ -50,14 +50,29 @@ func flushRedis(t *testing.T, ctx context.Context) {
 }
 
 // writer inserts customers with recognisable emails, one per transaction,
-// and remembers them in order.
+// and remembers them in commit order. Goroutines that share a writer take
+// turns row by row (seq): if two inserts could be in flight at once, the
+// order in which they returned would not be the order in which they
+// committed, and the per-shard order checks would compare against a wrong
+// order.
 type writer struct {
 	db    *sql.DB
 	tag   string
-	mu    sync.Mutex
+	seq   sync.Mutex // held from numbering a row until it is recorded
+	mu    sync.Mutex // guards rows and count for readers
 	rows  []string
 	count int
 }
+
+// insertError is a failed insert of one numbered row, which may still
+// have committed (see recoverAmbiguous).
+type insertError struct {
+	email string
+	err   error
+}
+
+func (e *insertError) Error() string { return "insert " + e.email + ": " + e.err.Error() }
+func (e *insertError) Unwrap() error { return e.err }
 
 func newWriter(t *testing.T, tag string) *writer {
 	db, err := cluster.OpenDB("customer")
@@ -70,17 +85,26 @@ func newWriter(t *testing.T, tag string) *writer {
 
 func (w *writer) insert(ctx context.Context, phase string, n int) error {
 	for i := 0; i < n; i++ {
-		w.mu.Lock()
-		w.count++
-		email := fmt.Sprintf("%s-%s-%05d@e2e", w.tag, phase, w.count)
-		w.mu.Unlock()
-		if _, err := w.db.ExecContext(ctx, "insert into customer(email) values (?)", email); err != nil {
-			return fmt.Errorf("insert %s: %w", email, err)
+		if err := w.insertRow(ctx, phase); err != nil {
+			return err
 		}
-		w.mu.Lock()
-		w.rows = append(w.rows, email)
-		w.mu.Unlock()
 	}
+	return nil
+}
+
+func (w *writer) insertRow(ctx context.Context, phase string) error {
+	w.seq.Lock()
+	defer w.seq.Unlock()
+	w.mu.Lock()
+	w.count++
+	email := fmt.Sprintf("%s-%s-%05d@e2e", w.tag, phase, w.count)
+	w.mu.Unlock()
+	if _, err := w.db.ExecContext(ctx, "insert into customer(email) values (?)", email); err != nil {
+		return &insertError{email: email, err: err}
+	}
+	w.mu.Lock()
+	w.rows = append(w.rows, email)
+	w.mu.Unlock()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func TestWebhookAcrossReshard(t *testing.T) {
 				// expected rows only if it committed after all.
 				failed++
 				t.Logf("write during the reshard failed: %v", err)
-				w.recoverAmbiguous(ctx, t, "during")
+				w.recoverAmbiguous(ctx, t, err)
 				// Pacing, not a wait: writes fail for a moment around
 				// the switch.
 				wait.Sleep(during, 100*time.Millisecond)
@@ -126,12 +127,18 @@ func TestWebhookAcrossReshard(t *testing.T) {
 	}
 }
 
-// recoverAmbiguous settles a failed insert of the last row the writer
-// numbered: if it committed after all it joins the expected rows.
-func (w *writer) recoverAmbiguous(ctx context.Context, t *testing.T, phase string) {
-	w.mu.Lock()
-	email := w.tag + "-" + phase + "-" + leftPad5(w.count) + "@e2e"
-	w.mu.Unlock()
+// recoverAmbiguous settles the failed insert err names: if its row
+// committed after all it joins the expected rows. It holds the writer's
+// turn while it looks, so that no later row is recorded before it.
+func (w *writer) recoverAmbiguous(ctx context.Context, t *testing.T, failed error) {
+	var ie *insertError
+	if !errors.As(failed, &ie) {
+		t.Errorf("not a failed insert: %v", failed)
+		return
+	}
+	email := ie.email
+	w.seq.Lock()
+	defer w.seq.Unlock()
 	err := eventuallyCtx(ctx, 10*time.Second, "whether "+email+" was written", func() error {
 		var n int
 		if err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", email).Scan(&n); err != nil {
@@ -148,12 +155,4 @@ func (w *writer) recoverAmbiguous(ctx context.Context, t *testing.T, phase strin
 	if err != nil && ctx.Err() == nil {
 		t.Error(err)
 	}
-}
-
-func leftPad5(n int) string {
-	s := strconv.Itoa(n)
-	for len(s) < 5 {
-		s = "0" + s
-	}
-	return s
 }

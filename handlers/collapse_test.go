@@ -162,3 +162,46 @@ func TestFlightsRecoverPanics(t *testing.T) {
 		t.Errorf("panic: %v", err)
 	}
 }
+
+// Which pages a shared cache may keep, and for how long. Above all, an
+// answer that did not move the cursor and is not at the live end is never
+// kept: its reader asks again at once, at the same URL, and a kept answer
+// would hold it at that cursor for as long as the cache keeps a page.
+func TestCacheControl(t *testing.T) {
+	a := &API{PullConfig: PullConfig{Cache: true, CacheMaxAge: time.Hour, LiveMaxAge: 5 * time.Second}}
+	for _, c := range []struct {
+		name     string
+		req      pullRequest
+		pg       page
+		wantCC   string
+		wantKind string
+	}{
+		{"a page from a cursor", pullRequest{cursor: "c", shareable: true, interval: -1}, page{progressed: true},
+			"public, max-age=3600, stale-while-revalidate=3600", "whole"},
+		{"a snapshot's first page", pullRequest{shareable: true, interval: -1}, page{progressed: true},
+			"public, max-age=60, stale-while-revalidate=60", "start"},
+		{"a copy that sent nothing within the wait", pullRequest{cursor: "c", shareable: true, interval: -1, wait: time.Second}, page{},
+			"no-store", ""},
+		{"the same, without wait", pullRequest{cursor: "c", shareable: true, interval: -1, collapsed: true}, page{},
+			"no-store", ""},
+		{"the same, with an interval", pullRequest{cursor: "c", shareable: true, interval: 7, wait: time.Second, collapsed: true}, page{},
+			"no-store", ""},
+		{"the live end, collapsed, moved", pullRequest{cursor: "c", shareable: true, interval: -1, wait: time.Second, collapsed: true}, page{upToDate: true, progressed: true},
+			"public, max-age=5, stale-while-revalidate=5", "live"},
+		{"the live end, not moved, no interval", pullRequest{cursor: "c", shareable: true, interval: -1, wait: time.Second, collapsed: true}, page{upToDate: true},
+			"no-store", ""},
+		{"the live end, not moved, with an interval", pullRequest{cursor: "c", shareable: true, interval: 7, wait: time.Second, collapsed: true}, page{upToDate: true},
+			"public, max-age=5, stale-while-revalidate=5", "live"},
+		{"the live end, not collapsed", pullRequest{cursor: "c", shareable: true, interval: -1}, page{upToDate: true, progressed: true},
+			"no-store", ""},
+		{"a named subscriber", pullRequest{cursor: "c", sub: "s", shareable: true, interval: -1}, page{progressed: true},
+			"private, no-store", ""},
+		{"a URL without the token's scope", pullRequest{cursor: "c", interval: -1}, page{progressed: true},
+			"no-store", ""},
+	} {
+		cc, kind := a.cacheControl(&c.req, &c.pg)
+		if cc != c.wantCC || kind != c.wantKind {
+			t.Errorf("%s: %q %q, want %q %q", c.name, cc, kind, c.wantCC, c.wantKind)
+		}
+	}
+}

@@ -79,6 +79,13 @@ func (a *API) cacheControl(req *pullRequest, pg *page) (cc, kind string) {
 		return "private, no-store", ""
 	case !a.PullConfig.Cache || !req.shareable:
 		return "no-store", ""
+	case !pg.progressed && !pg.upToDate:
+		// Nothing moved (a copy or a replay whose upstream sent nothing
+		// within the wait): the reader asks again at once, at the same
+		// URL, and only the gateway can answer it with more. Kept, this
+		// answer would hold it at this cursor for as long as a cache
+		// keeps a page.
+		return "no-store", ""
 	case pg.upToDate:
 		// At the live end: a later request would answer with more. Only
 		// a collapsed page (one answer for every poller on its key) is

@@ -327,3 +327,75 @@ func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	}
 	return 0
 }
+
+// A snapshot page whose wait ends before vtgate sends more of the copy
+// (a big table, a slow tablet) does not move the cursor: it says it is not
+// up to date, so that its reader asks again at once, and it is no-store,
+// so that asking again reaches the gateway. Kept by a cache like the pages
+// around it, it would hold every reader at that cursor for a week.
+func TestPullCopyStallNotKept(t *testing.T) {
+	g := newCacheGateway(t, "--pull-cache")
+	copying := func(last string) *binlogdatapb.VGtid {
+		v := fakevtgate.VGtid("customer", "0", "MariaDB/0-1-20")
+		v.ShardGtids[0].TablePKs = []*binlogdatapb.TableLastPK{{TableName: "customer", Lastpk: sqltypes.ResultToProto3(
+			sqltypes.MakeTestResult(sqltypes.MakeTestFields("customer_id", "int64"), last))}}
+		return v
+	}
+	calls := g.fake.Calls()
+	type answer struct {
+		resp *http.Response
+		body []byte
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, body := g.get(t, "/v1/streams/customers/changes?start=snapshot&limit=10", nil)
+		first <- answer{resp, body}
+	}()
+	var snap *fakevtgate.Call
+	for i := calls; snap == nil; i++ {
+		if c := g.fake.Call(t, i); c.Req.Vgtid.ShardGtids[0].Gtid == "" {
+			snap = c
+		}
+	}
+	snap.Answer(t, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		g.s0.Txn(0, copying("2"), g.s0.Field("customer", fakevtgate.BigintPK("customer_id"), fakevtgate.LongText("email")),
+			g.s0.Insert("customer", 0, []string{"1", "a@x"}, []string{"2", "b@x"})),
+	}})
+	a := <-first
+	var p pullPage
+	json.Unmarshal(a.body, &p)
+	if a.resp.StatusCode != 200 || len(p.Events) != 2 || p.UpToDate {
+		t.Fatalf("first page: %d %s", a.resp.StatusCode, a.body)
+	}
+
+	// The copy sends nothing within the wait.
+	stalled := "/v1/streams/customers/changes?limit=10&wait=200ms&cursor=" + p.NextCursor
+	resp, body := g.get(t, stalled, nil)
+	var s pullPage
+	json.Unmarshal(body, &s)
+	if resp.StatusCode != 200 || len(s.Events) != 0 || s.NextCursor != p.NextCursor {
+		t.Fatalf("stalled page: %d %s", resp.StatusCode, body)
+	}
+	if s.UpToDate || resp.Header.Get("Vsg-Up-To-Date") != "false" {
+		t.Errorf("a copy in progress says it is up to date: %s", body)
+	}
+	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" || resp.Header.Get("ETag") != "" {
+		t.Errorf("a page that did not move the cursor may be kept: %v", resp.Header)
+	}
+
+	// Asked again, the same URL gets the rest of the copy.
+	snap.Answer(t, fakevtgate.Script{Open: true, Batches: [][]*binlogdatapb.VEvent{
+		g.s0.Txn(0, copying("3"), g.s0.Insert("customer", 0, []string{"3", "c@x"})),
+		{g.s0.CopyCompleted()},
+		{fakevtgate.StreamCopied()},
+	}})
+	resp, body = g.get(t, stalled, nil)
+	var n pullPage
+	json.Unmarshal(body, &n)
+	if resp.StatusCode != 200 || len(n.Events) == 0 || n.NextCursor == p.NextCursor {
+		t.Fatalf("asked again: %d %s", resp.StatusCode, body)
+	}
+	if g.fake.Calls() > calls+2 {
+		t.Errorf("%d VStreams: the stalled reader's subscription was not kept for its next page", g.fake.Calls()-calls)
+	}
+}
