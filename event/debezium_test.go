@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -431,5 +432,50 @@ func TestDebeziumSchemas(t *testing.T) {
 	again := debeziumOf(t, allTypesTable(t), event.OpInsert, &binlogdatapb.RowChange{After: event.AllTypesRow(1, false)}, debezium.Options{Stream: "app", Schemas: true})
 	if a, b := mustMarshal(t, path(decode(t, again[0]), "value", "schema")), mustMarshal(t, path(m, "value", "schema")); a != b {
 		t.Error("the schema differs between two rows of one table")
+	}
+}
+
+// With schemas, a small transaction's events hold their transaction's
+// part themselves and share the table's schema as their tail; a larger
+// one's share a tail per transaction holding both. The bytes are the
+// same either way: the first event of a transaction of one, of two, and
+// of five identical rows (in copy and in binlog) are one document, and
+// the schema of small transactions is not copied from one to the next.
+func TestDebeziumTailsAgree(t *testing.T) {
+	tbl := allTypesTable(t)
+	for _, op := range []event.Op{event.OpInsert, event.OpSnapshot} {
+		ts := int64(docCommit)
+		if op == event.OpSnapshot {
+			ts = 0
+		}
+		ev, err := tbl.Encode(op, &binlogdatapb.RowChange{After: event.AllTypesRow(0, op == event.OpSnapshot)}, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firsts []string
+		var tails [][]byte
+		for _, n := range []int{1, 2, 5} {
+			txn := debezium.Txn{Events: slices.Repeat([]event.Event{ev}, n), VGtid: docVGtid, CommitTS: ts, Received: time.UnixMilli(docReceived)}
+			out := debezium.Encode(txn, debezium.Options{Stream: "app", Schemas: true})
+			if len(out) != n {
+				t.Fatalf("%s: %d events of %d", op, len(out), n)
+			}
+			for _, e := range out {
+				decode(t, e) // each is a valid document
+			}
+			firsts = append(firsts, string(out[0].AppendJSON(nil, "c")))
+			tails = append(tails, out[0].Tail)
+		}
+		for i, f := range firsts[1:] {
+			if f != firsts[0] {
+				t.Errorf("%s: the first event of a transaction of %d differs from a transaction of one:\n%s\n%s", op, []int{2, 5}[i], f, firsts[0])
+			}
+		}
+		if &tails[0][0] != &tails[1][0] {
+			t.Errorf("%s: two small transactions do not share their schema tail", op)
+		}
+		if !bytes.Contains(tails[2], []byte(`"source"`)) {
+			t.Errorf("%s: a transaction of five does not share its source block: tail %s", op, tails[2])
+		}
 	}
 }

@@ -56,8 +56,9 @@ type Event struct {
 	// other formats re-encode the event from JSON and Schema (DESIGN §3.2).
 	Schema *Schema
 	// Tail, when set, follows JSON in the finished object: bytes that
-	// several events of a transaction share (the source block of another
-	// format, DESIGN §3.2), held once rather than once per event.
+	// several events share (in another format, a transaction's source
+	// block or a table's schema, DESIGN §3.2), held once rather than once
+	// per event. It is never written to.
 	Tail []byte
 }
 

@@ -54,7 +54,10 @@ func appendInner(b []byte, s string) []byte {
 //	 "transaction":{"total_order":1,"data_collection_order":1,"id":   ← own
 //	 "[…]"},"ts_ms":…,"source":{…}}                                  ← tail
 //
-// With schemas, the value's schema follows its payload, in the tail too.
+// With schemas, the value's schema follows its payload, in the tail too;
+// in a transaction of a few events (ownTxnPartMax) each event holds its
+// transaction's part itself, and the tail is the table's schema alone,
+// shared by the events of every transaction.
 func (e *txnEncoder) appendEvent(ev *event.Event, tbl *table, op string, before, after, key []byte, header string, headerKey []byte) {
 	b := append(e.buf, `{"type":"change","key":`...)
 	b = e.appendKeyDoc(b, tbl, key)
@@ -95,6 +98,16 @@ func (e *txnEncoder) finishEvent(b []byte, ev *event.Event, tbl *table, op strin
 		b = append(b, `,"id":`...)
 	} else {
 		b = append(b, "null"...)
+	}
+	if e.ownTxnPart {
+		// A small transaction with schemas: its part is written into
+		// the event, and the tail is the table's schema, shared by the
+		// events of every transaction instead of copied into each.
+		b = e.appendTxnPart(b, ev, tbl, inTxn)
+		e.buf = b
+		e.ends = append(e.ends, len(b))
+		e.tails = append(e.tails, schemaTail(tbl))
+		return
 	}
 	e.buf = b
 	e.ends = append(e.ends, len(b))
@@ -144,7 +157,20 @@ func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 			return e.built[i].tail
 		}
 	}
-	b := e.tailBuf[:0]
+	b := e.appendTxnPart(e.tailBuf[:0], ev, tbl, inTxn)
+	if e.o.Schemas {
+		b = append(b, schemaTail(tbl)...)
+	}
+	e.tailBuf = b
+	t := e.slab.Copy(b)
+	e.built = append(e.built, builtTail{k, t})
+	return t
+}
+
+// appendTxnPart appends what an event's tail holds of its transaction:
+// the end of the transaction block (its id), ts_ms and the source block,
+// and the value document's closing brace.
+func (e *txnEncoder) appendTxnPart(b []byte, ev *event.Event, tbl *table, inTxn bool) []byte {
 	if inTxn {
 		b = append(b, e.vgtid...)
 		b = append(b, '}')
@@ -152,21 +178,18 @@ func (e *txnEncoder) tail(ev *event.Event, tbl *table, inTxn bool) []byte {
 	b = append(b, `,"ts_ms":`...)
 	b = strconv.AppendInt(b, e.tsMS, 10)
 	b = e.appendSource(b, ev, tbl)
-	b = append(b, '}')
-	if e.o.Schemas {
-		b = append(b, `,"schema":`...)
-		if tbl != nil {
-			b = append(b, tbl.valueSchema...)
-		} else {
-			b = append(b, "null"...)
-		}
-		b = append(b, '}')
-	}
-	e.tailBuf = b
-	t := e.slab.Copy(b)
-	e.built = append(e.built, builtTail{k, t})
-	return t
+	return append(b, '}')
 }
+
+// schemaTail ends an event's value document with schemas.
+func schemaTail(tbl *table) []byte {
+	if tbl == nil {
+		return nullSchemaTail
+	}
+	return tbl.schemaTail
+}
+
+var nullSchemaTail = []byte(`,"schema":null}`)
 
 func appendOrNull(b, v []byte) []byte {
 	if v == nil {

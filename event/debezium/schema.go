@@ -18,8 +18,12 @@ type table struct {
 	// schema's order (never, for events the gateway encoded).
 	byName map[string]int
 	hasPK  bool
-	// keySchema and valueSchema are the {"schema":…} documents.
-	keySchema, valueSchema []byte
+	// keySchema is the key's {"schema":…} document.
+	keySchema []byte
+	// schemaTail ends a value document with schemas: its "schema" member
+	// (the envelope's schema) and closing brace, the same for every event
+	// of the table version.
+	schemaTail []byte
 	// sourceTable is the source block's keyspace and table, up to the
 	// shard's value.
 	sourceTable []byte
@@ -46,7 +50,7 @@ func compile(s *event.Schema, stream string) *table {
 	}
 	prefix := stream + "." + s.Keyspace + "." + s.Table
 	t.keySchema = t.structSchema(prefix+".Key", false, "", true)
-	t.valueSchema = envelopeSchema(t, prefix)
+	t.schemaTail = append(append([]byte(`,"schema":`), envelopeSchema(t, prefix)...), '}')
 	return t
 }
 
