@@ -119,6 +119,31 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("vstream-gateway", flag.ContinueOnError)
 	d := &definer{fs: fs, getenv: getenv}
+	c.defineCore(d)
+	c.defineAuth(d)
+	c.defineLimits(d)
+	c.defineVtgateAuth(d)
+	c.defineWebhooks(d)
+
+	if err := d.loadFile(args); err != nil {
+		return nil, err
+	}
+	d.commandLine()
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// defineCore defines the flags of the gateway itself: where it listens,
+// what it reads, where it keeps state, its logs and the upstream's timings.
+func (c *Config) defineCore(d *definer) {
 	d.str(&c.ConfigFile, "config", "", "optional YAML file whose keys are these flag names")
 	d.str(&c.Listen, "listen", ":8080", "HTTP listen address")
 	d.str(&c.DebugListen, "debug-listen", "", "address for Go's /debug/pprof profiles (off when empty; keep it on loopback)")
@@ -135,7 +160,10 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.dur(&c.StallTimeout, "stall-timeout", source.DefaultStallTimeout, "a VStream on which vtgate sends nothing, not even a heartbeat, for this long is cancelled and reopened from its last transaction (a network dropping packets, a hung vtgate); at least 3 heartbeat intervals; 0: never")
 	d.dur(&c.PrimaryPoll, "primary-poll", source.DefaultPrimaryPoll, "how often the gateway asks vtgate for the primaries of the shards it streams (SHOW VITESS_TABLETS); a shard whose primary changed has its VStreams reopened from their last transaction; 0: never")
 	d.dur(&c.StoreLossWindow, "store-loss-window", hub.DefaultLossWindow, "after the store lost data, how long a named subscriber without a stored cursor gets a resync (reason store_lost) and a fresh snapshot instead of starting at the stream's start")
+}
 
+// defineAuth defines the flags of authentication and what a browser may call.
+func (c *Config) defineAuth(d *definer) {
 	d.list(&c.JWTSecrets, "jwt-secret", "HS256 secret (at least 32 bytes); repeat to rotate (env: comma-separated)")
 	d.str(&c.JWKSURL, "jwks-url", "", "JWKS URL for RS/PS/ES/EdDSA tokens (keys by kid, cached and refreshed)")
 	d.dur(&c.JWKSRefresh, "jwks-refresh", time.Hour, "how often the JWKS is fetched again (an unknown kid fetches early, at most every 30s)")
@@ -147,7 +175,11 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.boolean(&c.InsecureNoAuth, "insecure-no-auth", false, "serve without authentication (local demo only)")
 	d.boolean(&c.MetricsAuth, "metrics-auth", false, "require a token with the admin or metrics scope for /metrics")
 	d.list(&c.CORSOrigins, "cors-origins", "origins allowed to call the API from a browser and open WebSockets (comma-separated or repeated; * for any)")
+}
 
+// defineLimits defines the flags of what each transport and reader may
+// hold or ask, and of the pull cache.
+func (c *Config) defineLimits(d *definer) {
 	admin, pull, ws := handlers.DefaultAdminConfig(), handlers.DefaultPullConfig(), handlers.DefaultWebSocketConfig()
 	d.int64(&c.MaxBodyBytes, "max-body-bytes", admin.MaxBodyBytes, "largest request body")
 	d.int64(&c.WSReadLimit, "ws-read-limit", ws.ReadLimit, "largest WebSocket message a client may send")
@@ -170,33 +202,24 @@ func ParseFlags(args []string, getenv func(string) string) (*Config, error) {
 	d.integer(&c.MaxConnsPerToken, "max-conns-per-token", 32, "concurrent streaming connections (pull, SSE, WebSocket) per token subject; 0: unlimited")
 	d.float(&c.AdminRate, "admin-rate", 5, "admin API requests per second per token subject")
 	d.integer(&c.AdminBurst, "admin-burst", 20, "admin API burst per token subject")
+}
 
+// defineVtgateAuth defines the flags of how the gateway authenticates to vtgate.
+func (c *Config) defineVtgateAuth(d *definer) {
 	d.str(&c.VtgateCA, "vtgate-ca", "", "CA file that verifies vtgate's certificate (enables TLS)")
 	d.str(&c.VtgateCert, "vtgate-cert", "", "client certificate file for vtgate (mutual TLS)")
 	d.str(&c.VtgateKey, "vtgate-key", "", "client key file for vtgate (mutual TLS)")
 	d.str(&c.VtgateServerName, "vtgate-server-name", "", "server name expected in vtgate's certificate")
 	d.str(&c.VtgateUser, "vtgate-user", "", "username for vtgate's static gRPC auth (sent per RPC)")
 	d.str(&c.VtgatePassword, "vtgate-password", "", "password for vtgate's static gRPC auth")
+}
 
+// defineWebhooks defines the flags of webhook delivery.
+func (c *Config) defineWebhooks(d *definer) {
 	d.boolean(&c.AllowPrivateWebhooks, "allow-private-webhooks", false, "let webhooks reach loopback, private and link-local addresses (development and tests only: otherwise refused against SSRF)")
 	d.dur(&c.WebhookLeaseTTL, "webhook-lease-ttl", 15*time.Second, "how long a replica owns a webhook without renewing its lease: the longest a webhook pauses when its replica dies")
 	d.dur(&c.WebhookRetryMin, "webhook-retry-min", time.Second, "first webhook retry delay (then doubling, ±50% jitter)")
 	d.dur(&c.WebhookRetryMax, "webhook-retry-max", 10*time.Minute, "longest webhook retry delay")
-
-	if err := d.loadFile(args); err != nil {
-		return nil, err
-	}
-	d.commandLine()
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
-	if err := c.validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // validate refuses a configuration the gateway cannot run with, naming

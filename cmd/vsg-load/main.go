@@ -95,6 +95,15 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// validate fills the target's defaults and refuses what the tool cannot
+// run, and any address off this machine.
+func (c *config) validate() error {
 	switch c.target {
 	case "gateway":
 		c.url = cmp(c.url, "http://127.0.0.1:8080")
@@ -103,41 +112,41 @@ func parseFlags(args []string, getenv func(string) string) (*config, error) {
 		c.url = cmp(c.url, "http://127.0.0.1:8000")
 		c.serverName = cmp(c.serverName, "centrifugo")
 		if c.sse+c.pull > 0 {
-			return nil, errors.New("--target centrifugo takes WebSocket readers only (--ws)")
+			return errors.New("--target centrifugo takes WebSocket readers only (--ws)")
 		}
 		if c.cfSecret == "" {
-			return nil, errors.New("--target centrifugo needs --centrifugo-secret")
+			return errors.New("--target centrifugo needs --centrifugo-secret")
 		}
 	default:
-		return nil, fmt.Errorf("--target %q: gateway or centrifugo", c.target)
+		return fmt.Errorf("--target %q: gateway or centrifugo", c.target)
 	}
 	if c.ws+c.sse+c.pull <= 0 {
-		return nil, errors.New("no readers: give --ws, --sse and/or --pull")
+		return errors.New("no readers: give --ws, --sse and/or --pull")
 	}
 	if c.rate <= 0 || c.writers <= 0 || c.duration <= 0 || c.reconnectFrac < 0 || c.reconnectFrac > 1 {
-		return nil, errors.New("--rate, --writers, --duration must be positive, --reconnect-frac within [0,1]")
+		return errors.New("--rate, --writers, --duration must be positive, --reconnect-frac within [0,1]")
 	}
 	if c.run == "" {
 		c.run = strconv.FormatInt(time.Now().UnixNano()%(36*36*36*36*36*36), 36)
 	}
 	if strings.ContainsAny(c.run, "-@\"\\") {
-		return nil, errors.New("--run must not contain - @ \" \\")
+		return errors.New("--run must not contain - @ \" \\")
 	}
 	// The tool sends traffic to this machine only.
 	u, err := url.Parse(c.url)
 	if err != nil {
-		return nil, fmt.Errorf("--url: %w", err)
+		return fmt.Errorf("--url: %w", err)
 	}
 	vu, err := url.Parse(c.varsURL)
 	if err != nil {
-		return nil, fmt.Errorf("--vtgate-vars: %w", err)
+		return fmt.Errorf("--vtgate-vars: %w", err)
 	}
 	for _, hp := range []string{u.Host, c.mysql, vu.Host, c.vtctldAddr} {
 		if err := loopbackOnly(hp); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 func cmp(v, def string) string {

@@ -30,32 +30,18 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	rep := &Report{Target: cfg.target, Run: cfg.run, Mode: mode, K: k, Rate: cfg.rate, Duration: cfg.duration.Seconds(),
 		Readers: map[string]int{"ws": cfg.ws, "sse": cfg.sse, "pull": cfg.pull}}
 
-	pr := &probe{server: findPid(cfg.serverPid, cfg.serverName, log), aux: cfg.auxPid, log: log,
-		vt: vtctld{bin: cfg.vtctldclient, server: cfg.vtctldAddr}, varsURL: cfg.varsURL}
-	pr.rssPeak, pr.dumpPeak = map[int]int64{}, map[string]int{}
-	if cfg.settle {
-		pr.settle(ctx, cfg.keyspace, 5*time.Second)
-	}
+	pr := newProbe(ctx, cfg, log)
 	rep.Before = pr.streams(ctx)
 	log.Info("before the run", "vtgate_vstreams", rep.Before.VStreams, "binlog_dump_threads", rep.Before.DumpThreads)
 	rssBefore := pr.rss()
 	stopProbe := pr.start(ctx)
 	defer stopProbe()
 
-	conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
+	conn, db, wl, err := openWriter(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if err := conn.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
-	}
-	var db *writer
-	var wl *writeLog
-	if !cfg.idle {
-		wl = newWriteLog(capacity(cfg.rate, cfg.duration))
-		db = &writer{db: conn, run: cfg.run, table: cfg.table, rate: cfg.rate, conns: cfg.writers, log: log, wl: wl}
-	}
 	defer endDumpThreads(conn, pr, cfg)
 
 	rctx, cancelReaders := context.WithCancel(ctx)
@@ -105,6 +91,37 @@ func runLoad(ctx context.Context, cfg *config, log *slog.Logger) (*Report, error
 	}
 	reportReaders(rep, readers)
 	return rep, nil
+}
+
+// newProbe finds the processes the run watches and, if asked, waits for
+// the cluster to settle before the run counts its VStreams.
+func newProbe(ctx context.Context, cfg *config, log *slog.Logger) *probe {
+	pr := &probe{server: findPid(cfg.serverPid, cfg.serverName, log), aux: cfg.auxPid, log: log,
+		vt: vtctld{bin: cfg.vtctldclient, server: cfg.vtctldAddr}, varsURL: cfg.varsURL}
+	pr.rssPeak, pr.dumpPeak = map[int]int64{}, map[string]int{}
+	if cfg.settle {
+		pr.settle(ctx, cfg.keyspace, 5*time.Second)
+	}
+	return pr
+}
+
+// openWriter connects to vtgate's MySQL port and, unless the run is idle,
+// makes the writer and the log of what it writes. The connection is the
+// caller's to close, whatever the run.
+func openWriter(ctx context.Context, cfg *config, log *slog.Logger) (*sql.DB, *writer, *writeLog, error) {
+	conn, err := openDB(cfg.mysql, cfg.mysqlUser, cfg.keyspace, cfg.writers)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := conn.PingContext(ctx); err != nil {
+		conn.Close()
+		return nil, nil, nil, fmt.Errorf("vtgate MySQL %s: %w", cfg.mysql, err)
+	}
+	if cfg.idle {
+		return conn, nil, nil, nil
+	}
+	wl := newWriteLog(capacity(cfg.rate, cfg.duration))
+	return conn, &writer{db: conn, run: cfg.run, table: cfg.table, rate: cfg.rate, conns: cfg.writers, log: log, wl: wl}, wl, nil
 }
 
 // newEnv is what every reader of the run shares: where and what to read,
