@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -124,35 +123,5 @@ func TestWebhookAcrossReshard(t *testing.T) {
 	r.checkSignatures(t)
 	if v := getWebhook(t, g, stream, wh.ID); v.DeadLetters != 0 || v.State != "active" {
 		t.Errorf("webhook after the reshard: %+v", v)
-	}
-}
-
-// recoverAmbiguous settles the failed insert err names: if its row
-// committed after all it joins the expected rows. It holds the writer's
-// turn while it looks, so that no later row is recorded before it.
-func (w *writer) recoverAmbiguous(ctx context.Context, t *testing.T, failed error) {
-	var ie *insertError
-	if !errors.As(failed, &ie) {
-		t.Errorf("not a failed insert: %v", failed)
-		return
-	}
-	email := ie.email
-	w.seq.Lock()
-	defer w.seq.Unlock()
-	err := eventuallyCtx(ctx, 10*time.Second, "whether "+email+" was written", func() error {
-		var n int
-		if err := w.db.QueryRowContext(ctx, "select count(*) from customer where email = ?", email).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			t.Logf("%s committed despite the error", email)
-			w.mu.Lock()
-			w.rows = append(w.rows, email)
-			w.mu.Unlock()
-		}
-		return nil
-	})
-	if err != nil && ctx.Err() == nil {
-		t.Error(err)
 	}
 }

@@ -99,19 +99,19 @@ func (e *txnEncoder) finishEvent(b []byte, ev *event.Event, tbl *table, op strin
 	} else {
 		b = append(b, "null"...)
 	}
+	var tail []byte
 	if e.ownTxnPart {
 		// A small transaction with schemas: its part is written into
 		// the event, and the tail is the table's schema, shared by the
 		// events of every transaction instead of copied into each.
 		b = e.appendTxnPart(b, ev, tbl, inTxn)
-		e.buf = b
-		e.ends = append(e.ends, len(b))
-		e.tails = append(e.tails, schemaTail(tbl))
-		return
+		tail = schemaTail(tbl)
+	} else {
+		tail = e.tail(ev, tbl, inTxn)
 	}
 	e.buf = b
 	e.ends = append(e.ends, len(b))
-	e.tails = append(e.tails, e.tail(ev, tbl, inTxn))
+	e.tails = append(e.tails, tail)
 }
 
 // nextOrder counts an event of tbl and returns its data_collection_order.
